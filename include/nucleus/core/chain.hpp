@@ -1,0 +1,164 @@
+// Compile-time composition: stages are small value types; `a | b` flattens into one chain<S...>.
+#pragma once
+
+#include <concepts>
+#include <cstddef>
+#include <span>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "nucleus/core/distribution.hpp"
+#include "nucleus/core/draw_key.hpp"
+#include "nucleus/core/result.hpp"
+#include "nucleus/core/row_state.hpp"
+#include "nucleus/core/workspace.hpp"
+
+namespace nucleus {
+
+// A stage's contract, read by the chain at compile time (stage_traits<S>).
+struct stage_info {
+  bool terminal = false;     // ends a chain: turns the candidates into one token
+  bool needs_key = false;    // uses the draw_key's randomness
+  bool truncates = false;    // may remove candidates; later stages then see only the survivors
+  bool needs_probs = false;  // needs normalized probabilities of its input (one exp-sum pass)
+  bool needs_max = false;    // needs the candidates' maximum logit (cached once per row)
+  bool elementwise = false;  // acts on each logit alone; folded into later passes, never a pass itself
+  bool sorts = false;        // leaves the candidates in rank order (later cuts skip their sort)
+};
+
+template <class S>
+struct stage_traits {
+  static constexpr stage_info info = S::info;
+  static constexpr bool terminal = info.terminal;
+  static constexpr bool needs_key = info.needs_key;
+  static constexpr bool truncates = info.truncates;
+  static constexpr bool needs_probs = info.needs_probs;
+  static constexpr bool needs_max = info.needs_max;
+  static constexpr bool elementwise = info.elementwise;
+  static constexpr bool sorts = info.sorts;
+};
+
+template <class... S>
+class chain;
+
+struct stage_base;
+
+namespace detail {
+template <class L, class R>
+constexpr auto join(const L& l, const R& r);
+}
+
+// Hosts operator| as a hidden friend of a non-template base, so it is defined once for all stages.
+struct stage_base {
+  template <class L, class R>
+  requires std::derived_from<L, stage_base> && std::derived_from<R, stage_base>
+  friend constexpr auto operator|(const L& l, const R& r) { return detail::join(l, r); }
+};
+
+template <class T>
+concept pipeable = std::derived_from<std::remove_cvref_t<T>, stage_base>;
+
+// A non-terminal stage: `void apply(row_state&) const`. A terminal: `sample_result finish(row_state&,
+// draw_key) const`. Deriving from stage<Self> makes one stage callable like a chain of one.
+template <class Self>
+struct stage : stage_base {
+  auto operator()(std::span<const float> logits, workspace& ws) const {
+    return chain<Self>(static_cast<const Self&>(*this))(logits, ws);
+  }
+  sample_result operator()(std::span<const float> logits, workspace& ws, draw_key key) const {
+    return chain<Self>(static_cast<const Self&>(*this))(logits, ws, key);
+  }
+};
+
+template <class... S>
+class chain : public stage_base {
+  static constexpr std::size_t count = sizeof...(S);
+  static constexpr bool flags[] = {stage_traits<S>::terminal..., false};
+  static constexpr bool ends_in_terminal = count > 0 && flags[count - 1];
+  static constexpr std::size_t terminals = (std::size_t{0} + ... + (stage_traits<S>::terminal ? 1 : 0));
+  static_assert(terminals <= 1 && (terminals == 0 || ends_in_terminal),
+                "nucleus: a terminal stage (categorical(), argmax()) must be the last stage of a chain");
+
+  using last_type = std::tuple_element_t<count - 1, std::tuple<S...>>;
+
+ public:
+  static constexpr bool terminal = ends_in_terminal;
+  static constexpr bool needs_key = ends_in_terminal && stage_traits<last_type>::needs_key;
+
+  constexpr explicit chain(S... s) : stages_(std::move(s)...) {}
+  constexpr explicit chain(std::tuple<S...> t) : stages_(std::move(t)) {}
+
+  constexpr const std::tuple<S...>& stages() const noexcept { return stages_; }
+
+  // Without a terminal: the processed distribution. Ending in argmax(): the greedy token.
+  auto operator()(std::span<const float> logits, workspace& ws) const {
+    static_assert(!needs_key,
+                  "nucleus: this chain draws (it ends in categorical()): call it with a draw_key, "
+                  "chain(logits, ws, nucleus::draw_key{seed, position})");
+    row_state s(logits, ws);
+    run_stages(s, std::make_index_sequence < ends_in_terminal ? count - 1 : count > {});
+    if constexpr (ends_in_terminal) {
+      return std::get<count - 1>(stages_).finish(s, draw_key{});
+    } else {
+      return s.materialize();
+    }
+  }
+
+  sample_result operator()(std::span<const float> logits, workspace& ws, draw_key key) const {
+    static_assert(ends_in_terminal,
+                  "nucleus: a chain must end in a terminal such as categorical() or argmax() to draw");
+    row_state s(logits, ws);
+    run_stages(s, std::make_index_sequence<count - 1>{});
+    return std::get<count - 1>(stages_).finish(s, key);
+  }
+
+ private:
+  template <std::size_t... I>
+  void run_stages(row_state& s, std::index_sequence<I...>) const {
+    // Every stage checks live() first; a stage after greedy (T = 0) has nothing to cut either.
+    ((s.live() && !s.greedy() ? std::get<I>(stages_).apply(s) : void()), ...);
+  }
+
+  std::tuple<S...> stages_;
+};
+
+namespace detail {
+
+template <class T>
+struct is_chain : std::false_type {};
+template <class... S>
+struct is_chain<chain<S...>> : std::true_type {};
+
+template <class T>
+constexpr auto as_tuple(const T& t) {
+  if constexpr (is_chain<T>::value) {
+    return t.stages();
+  } else {
+    return std::tuple<T>(t);
+  }
+}
+
+template <class... S>
+constexpr auto make_chain(std::tuple<S...> t) {
+  return chain<S...>(std::move(t));
+}
+
+template <class T>
+constexpr bool ends_in_terminal() {
+  if constexpr (is_chain<T>::value) {
+    return T::terminal;
+  } else {
+    return stage_traits<T>::terminal;
+  }
+}
+
+template <class L, class R>
+constexpr auto join(const L& l, const R& r) {
+  static_assert(!ends_in_terminal<L>(),
+                "nucleus: nothing can follow a terminal stage; categorical() or argmax() must come last");
+  return make_chain(std::tuple_cat(as_tuple(l), as_tuple(r)));
+}
+
+}  // namespace detail
+}  // namespace nucleus

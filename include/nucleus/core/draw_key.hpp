@@ -1,0 +1,36 @@
+// All the randomness a draw uses: a counter-based generator keyed by (seed, position).
+#pragma once
+
+#include <cstdint>
+
+namespace nucleus {
+
+// There is no hidden generator state: the same key gives the same uniform on every run, thread and
+// build. An engine passes the request's seed and the index of the token being generated.
+struct draw_key {
+  std::uint64_t seed = 0;
+  std::uint64_t position = 0;
+
+  friend bool operator==(const draw_key&, const draw_key&) = default;
+};
+
+namespace detail {
+
+// SplitMix64's finalizer: a bijective 64-bit mix with full avalanche.
+constexpr std::uint64_t mix64(std::uint64_t z) noexcept {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+constexpr std::uint64_t key_bits(draw_key k) noexcept {
+  return mix64(k.seed ^ mix64(k.position + 0x9E3779B97F4A7C15ull));
+}
+
+// Uniform in [0, 1) with 53 random bits.
+constexpr double uniform(draw_key k) noexcept {
+  return static_cast<double>(key_bits(k) >> 11) * 0x1.0p-53;
+}
+
+}  // namespace detail
+}  // namespace nucleus

@@ -1,0 +1,172 @@
+// The state of one row while a chain runs: the live candidate set, the pending temperature, the
+// cached maximum. Stages read and narrow it; nothing here rewrites the caller's logits.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "nucleus/core/distribution.hpp"
+#include "nucleus/core/draw_key.hpp"
+#include "nucleus/core/result.hpp"
+#include "nucleus/core/workspace.hpp"
+#include "nucleus/kernels/filter.hpp"
+#include "nucleus/kernels/reduce.hpp"
+
+namespace nucleus {
+
+class row_state {
+ public:
+  row_state(std::span<const float> row, workspace& ws) : ws_(ws), vals_(row.data()), n_(row.size()) {
+    if (row.empty()) status_ = status::empty_row;
+    ws.reserve(row.size());
+  }
+
+  // --- the candidate set -------------------------------------------------------------------
+  // Candidates are (logit, id) pairs. While the set is the whole row ("dense") ids are implicit.
+  std::size_t size() const noexcept { return n_; }
+  const float* logits() const noexcept { return vals_; }
+  const std::int32_t* ids_or_null() const noexcept { return ids_; }
+  std::int32_t id(std::size_t i) const noexcept { return ids_ ? ids_[i] : static_cast<std::int32_t>(i); }
+  bool dense() const noexcept { return ids_ == nullptr; }
+  // Rank order: logit descending, ties by ascending id. Otherwise candidates are in ascending id.
+  bool sorted() const noexcept { return sorted_; }
+  nucleus::status status() const noexcept { return status_; }
+  // False once there is nothing left for a stage to do: no candidates, or an error status.
+  bool live() const noexcept { return status_ == status::ok && n_ > 0; }
+
+  // --- temperature ---------------------------------------------------------------------------
+  float inv_temperature() const noexcept { return inv_temp_; }
+  void scale_inv_temperature(float f) noexcept { inv_temp_ *= f; }
+  // T = 0: the rest of the chain reduces to the argmax of the current candidates.
+  bool greedy() const noexcept { return greedy_; }
+  void set_greedy() noexcept { greedy_ = true; }
+
+  // The largest candidate logit, computed once. A row holding +inf keeps exactly its +inf tokens
+  // (at equal probability: their logits become 0); a row with nothing above -inf has no candidates.
+  float max_logit() noexcept {
+    if (has_max_ || !live()) return max_;
+    max_ = detail::max_value(vals_, n_);
+    has_max_ = true;
+    if (max_ == -detail::inf()) {
+      status_ = status::no_candidates;
+      n_ = 0;
+    } else if (max_ == detail::inf()) {
+      keep_scaled_at_least(0.0f, 1.0f, detail::inf());
+      float* v = writable_vals();
+      for (std::size_t i = 0; i < n_; ++i) v[i] = 0.0f;
+      max_ = 0.0f;
+    }
+    return max_;
+  }
+
+  // Scaled logit of candidate i at the current temperature, relative to the maximum: y <= 0.
+  float scaled(std::size_t i) noexcept { return detail::scaled(vals_[i], max_logit(), inv_temp_); }
+
+  // --- narrowing -----------------------------------------------------------------------------
+  // Keeps candidates with (logit - shift) * scale >= threshold, in order.
+  void keep_scaled_at_least(float shift, float scale, float threshold) noexcept {
+    n_ = detail::compact_ge(vals_, ids_, n_, shift, scale, threshold, ws_.vals.data(), ws_.ids.data());
+    adopt_workspace();
+  }
+  // Keeps candidates for which pred(logit, id) holds, in order (a scalar pass: for custom stages).
+  // The cached maximum is recomputed afterwards unless the caller promises the maximum survives.
+  template <bool KeepsMax = false, class Pred>
+  void keep_if(Pred&& pred) {
+    float* v = ws_.vals.data();
+    std::int32_t* d = ws_.ids.data();
+    std::size_t out = 0;
+    for (std::size_t i = 0; i < n_; ++i) {
+      const float x = vals_[i];
+      const std::int32_t t = id(i);
+      if (x == x && x > -detail::inf() && pred(x, t)) {
+        v[out] = x;
+        d[out] = t;
+        ++out;
+      }
+    }
+    n_ = out;
+    adopt_workspace();
+    if constexpr (!KeepsMax) has_max_ = false;
+  }
+  // Keeps the first n candidates (meaningful when sorted()).
+  void truncate(std::size_t n) noexcept {
+    if (n < n_) n_ = n;
+  }
+  // The candidate set is now ws.vals / ws.ids [0, n).
+  void assign(std::size_t n, bool sorted) noexcept {
+    n_ = n;
+    adopt_workspace();
+    sorted_ = sorted;
+  }
+
+  workspace& ws() noexcept { return ws_; }
+
+  // --- results -------------------------------------------------------------------------------
+  sample_result fail() const noexcept {
+    return {-1, 0.0f, status_ == status::ok ? status::no_candidates : status_};
+  }
+
+  sample_result greedy_pick() noexcept {
+    if (!live()) return fail();
+    if (sorted_) return {id(0), 0.0f, status::ok};
+    const auto r = detail::argmax(vals_, n_);
+    if (r.index < 0) {
+      status_ = status::no_candidates;
+      return fail();
+    }
+    return {id(static_cast<std::size_t>(r.index)), 0.0f, status::ok};
+  }
+
+  sample_result draw(draw_key key) noexcept {
+    if (greedy_) return greedy_pick();
+    const float m = max_logit();
+    if (!live()) return fail();
+    const double z = detail::exp_sum(vals_, n_, m, inv_temp_, ws_.blocks.data(), detail::block_elems);
+    const double target = detail::uniform(key) * z;
+    const auto i = detail::pick(vals_, n_, m, inv_temp_, ws_.blocks.data(), detail::block_elems, target,
+                                ws_.block_scratch.data());
+    const auto at = static_cast<std::size_t>(i);
+    return {id(at), static_cast<float>(static_cast<double>(scaled(at)) - std::log(z)), status::ok};
+  }
+
+  distribution materialize() noexcept {
+    if (greedy_) {
+      const sample_result g = greedy_pick();
+      if (g.status != status::ok) return {nullptr, nullptr, 0, false, g.status};
+      ws_.ids.data()[0] = g.token;
+      ws_.probs.data()[0] = 1.0f;
+      return {ws_.ids.data(), ws_.probs.data(), 1, true, status::ok};
+    }
+    const float m = max_logit();
+    if (!live()) return {nullptr, nullptr, 0, false, status_ == status::ok ? status::no_candidates : status_};
+    if (dense()) keep_scaled_at_least(0.0f, 1.0f, -std::numeric_limits<float>::max());
+    const double z = detail::exp_sum(vals_, n_, m, inv_temp_, nullptr, detail::block_elems);
+    float* p = ws_.probs.data();
+    detail::exp_store(vals_, n_, m, inv_temp_, p);
+    const auto inv_z = static_cast<float>(1.0 / z);
+    for (std::size_t i = 0; i < n_; ++i) p[i] *= inv_z;
+    return {ids_, p, n_, sorted_, status::ok};
+  }
+
+ private:
+  float* writable_vals() noexcept { return ws_.vals.data(); }
+  void adopt_workspace() noexcept {
+    vals_ = ws_.vals.data();
+    ids_ = ws_.ids.data();
+  }
+
+  workspace& ws_;
+  const float* vals_;
+  const std::int32_t* ids_ = nullptr;
+  std::size_t n_;
+  float inv_temp_ = 1.0f;
+  float max_ = 0.0f;
+  bool has_max_ = false;
+  bool greedy_ = false;
+  bool sorted_ = false;
+  nucleus::status status_ = nucleus::status::ok;
+};
+
+}  // namespace nucleus

@@ -1,0 +1,127 @@
+// Row reductions over packs: max, argmax, exp-and-sum, and locating a draw in the exp sums.
+//
+// The value a kernel sees for logit x is y = (x - shift) * scale: the row maximum is subtracted and
+// the temperature folded in on the fly, so no pass rewrites the logits.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "nucleus/simd/exp.hpp"
+#include "nucleus/simd/pack.hpp"
+
+namespace nucleus::detail {
+
+// Calls f(pack, first_index) for every pack of x; the last partial pack is padded with `fill`.
+template <class F>
+inline void for_each_pack(const float* x, std::size_t n, float fill, F&& f) {
+  std::size_t i = 0;
+  for (; i + lanes <= n; i += lanes) f(load(x + i), i);
+  if (i < n) f(load_partial(x + i, n - i, fill), i);
+}
+
+// Largest logit, NaN ignored; -inf when there is none.
+inline float max_value(const float* x, std::size_t n) noexcept {
+  fpack acc = splat(-inf());
+  for_each_pack(x, n, -inf(), [&](const fpack& v, std::size_t) { acc = select(gt(v, acc), v, acc); });
+  lane_array a = to_lanes(acc);
+  float m = -inf();
+  for (float v : a.v) m = v > m ? v : m;
+  return m;
+}
+
+struct argmax_result {
+  float value;
+  std::int64_t index;  // -1: no logit above -inf
+};
+
+// First index of the largest logit; NaN and -inf are never chosen.
+inline argmax_result argmax(const float* x, std::size_t n) noexcept {
+  fpack best = splat(-inf());
+  ipack best_i = splat_i(-1);
+  for_each_pack(x, n, -inf(), [&](const fpack& v, std::size_t base) {
+    const mpack m = gt(v, best);
+    if (!any(m)) return;
+    best = select(m, v, best);
+    best_i = select(m, iota_i(static_cast<std::int32_t>(base)), best_i);
+  });
+  lane_array a = to_lanes(best);
+  alignas(64) std::int32_t ai[lanes];
+  store_i(ai, best_i);
+  argmax_result r{-inf(), -1};
+  for (std::size_t l = 0; l < lanes; ++l) {
+    if (ai[l] < 0) continue;
+    if (r.index < 0 || a.v[l] > r.value || (a.v[l] == r.value && ai[l] < r.index)) r = {a.v[l], ai[l]};
+  }
+  return r;
+}
+
+inline fpack scaled(const fpack& x, const fpack& shift, const fpack& scale) noexcept {
+  return mul(sub(x, shift), scale);
+}
+inline float scaled(float x, float shift, float scale) noexcept {
+  return (x - shift) * scale;
+}
+
+// Sum of exp((x - shift) * scale). With `blocks`, also the sum of each run of block_elems logits
+// (each block folded on its own, the total added in double), which lets a draw find its block.
+inline double exp_sum(const float* x, std::size_t n, float shift, float scale, float* blocks,
+                      std::size_t block_elems) noexcept {
+  const fpack sh = splat(shift), sc = splat(scale);
+  double total = 0.0;
+  for (std::size_t b0 = 0, bi = 0; b0 < n; b0 += block_elems, ++bi) {
+    const std::size_t len = n - b0 < block_elems ? n - b0 : block_elems;
+    fpack acc = splat(0.0f);
+    // Padding lanes hold -inf, whose exp is 0: it adds nothing.
+    for_each_pack(x + b0, len, -inf(),
+                  [&](const fpack& v, std::size_t) { acc = add(acc, exp(scaled(v, sh, sc))); });
+    const float s = fold_sum(acc);
+    if (blocks) blocks[bi] = s;
+    total += s;
+  }
+  return total;
+}
+
+// out[i] = exp((x[i] - shift) * scale)
+inline void exp_store(const float* x, std::size_t n, float shift, float scale, float* out) noexcept {
+  const fpack sh = splat(shift), sc = splat(scale);
+  std::size_t i = 0;
+  for (; i + lanes <= n; i += lanes) store(out + i, exp(scaled(load(x + i), sh, sc)));
+  for (; i < n; ++i) out[i] = exp(scaled(x[i], shift, scale));
+}
+
+// Index of the element where the running sum of exp values first exceeds `target`, given the block
+// sums exp_sum wrote. Rounding can leave the target unreached; then the last element with
+// non-zero weight is taken. -1 if every weight is zero.
+inline std::int64_t pick(const float* x, std::size_t n, float shift, float scale, const float* blocks,
+                         std::size_t block_elems, double target, float* scratch) noexcept {
+  const std::size_t nb = (n + block_elems - 1) / block_elems;
+  double before = 0.0;
+  std::size_t b = 0, last_nonzero = nb;
+  for (; b < nb; ++b) {
+    if (blocks[b] > 0.0f) last_nonzero = b;
+    if (before + blocks[b] > target && blocks[b] > 0.0f) break;
+    before += blocks[b];
+  }
+  if (b == nb) {
+    if (last_nonzero == nb) return -1;
+    b = last_nonzero;
+    target = before;  // unreachable: walk the block to its last non-zero weight
+    before = 0.0;
+    for (std::size_t j = 0; j < b; ++j) before += blocks[j];
+  }
+  const std::size_t b0 = b * block_elems;
+  const std::size_t len = n - b0 < block_elems ? n - b0 : block_elems;
+  exp_store(x + b0, len, shift, scale, scratch);
+  double cum = before;
+  std::int64_t last = -1;
+  for (std::size_t j = 0; j < len; ++j) {
+    if (scratch[j] <= 0.0f) continue;
+    cum += scratch[j];
+    last = static_cast<std::int64_t>(b0 + j);
+    if (cum > target) return last;
+  }
+  return last;
+}
+
+}  // namespace nucleus::detail

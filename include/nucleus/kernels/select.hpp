@@ -1,0 +1,53 @@
+// Top-k selection without sorting the row: a running threshold discards most logits with one
+// compare per pack; only the k survivors are sorted.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+
+#include "nucleus/kernels/filter.hpp"
+
+namespace nucleus::detail {
+
+// Capacity of the candidate buffer top-k needs for a given k (the workspace's keys must hold it).
+constexpr std::size_t select_capacity(std::size_t k) noexcept {
+  return 2 * k + 1024;
+}
+
+// The k best of x by (value desc, id asc), written as rank keys to keys[0..k) in rank order.
+// keys must hold select_capacity(k) entries. NaN and -inf are never selected; returns the count
+// (< k when fewer candidates exist). ids == nullptr means id = index.
+inline std::size_t select_top_k(const float* x, const std::int32_t* ids, std::size_t n, std::size_t k,
+                                std::uint64_t* keys) noexcept {
+  if (k == 0) return 0;
+  const std::size_t cap = select_capacity(k);
+  std::size_t count = 0;
+  float threshold = -inf();
+  auto shrink = [&] {
+    std::nth_element(keys, keys + (k - 1), keys + count, std::greater<>{});
+    count = k;
+    threshold = key_value(keys[k - 1]);
+  };
+  // Strictly greater: a later logit equal to the k-th best has a larger id and loses the tie. That
+  // needs ids ascending in scan order, which holds for every candidate set the library builds
+  // except a top-k result, which is already in rank order.
+  for_each_pack(x, n, -inf(), [&](const fpack& v, std::size_t base) {
+    const mpack m = gt(v, splat(threshold));
+    if (!any(m)) return;
+    const lane_array a = to_lanes(v);
+    const std::size_t len = n - base < lanes ? n - base : lanes;
+    for (std::size_t l = 0; l < len; ++l) {
+      if (!(a.v[l] > threshold)) continue;
+      const std::int32_t id = ids ? ids[base + l] : static_cast<std::int32_t>(base + l);
+      keys[count++] = rank_key(a.v[l], id);
+      if (count == cap) shrink();
+    }
+  });
+  if (count > k) shrink();
+  std::sort(keys, keys + count, std::greater<>{});
+  return count;
+}
+
+}  // namespace nucleus::detail

@@ -1,0 +1,47 @@
+// log_softmax: stable log-probabilities of a whole row (max subtracted, log-sum-exp).
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <span>
+#include <stdexcept>
+
+#include "nucleus/core/result.hpp"
+#include "nucleus/kernels/reduce.hpp"
+
+namespace nucleus {
+
+// out[i] = log softmax(logits)[i]. NaN and -inf logits get -inf. A row holding +inf spreads the
+// probability evenly over its +inf tokens. A row with no candidate is all -inf (no_candidates).
+inline status log_softmax(std::span<const float> logits, std::span<float> out) {
+  if (logits.empty()) throw std::invalid_argument("nucleus::log_softmax: empty row");
+  if (out.size() != logits.size())
+    throw std::invalid_argument("nucleus::log_softmax: out.size() must equal logits.size()");
+  using namespace detail;
+  const float* x = logits.data();
+  const std::size_t n = logits.size();
+  const float m = max_value(x, n);
+  if (m == -inf()) {
+    for (float& o : out) o = -inf();
+    return status::no_candidates;
+  }
+  if (m == inf()) {
+    std::size_t c = 0;
+    for (std::size_t i = 0; i < n; ++i) c += x[i] == inf();
+    const auto lp = static_cast<float>(-std::log(static_cast<double>(c)));
+    for (std::size_t i = 0; i < n; ++i) out[i] = x[i] == inf() ? lp : -inf();
+    return status::ok;
+  }
+  const auto lse = static_cast<float>(std::log(exp_sum(x, n, m, 1.0f, nullptr, block_elems)));
+  const fpack mv = splat(m), lv = splat(lse), ninf = splat(-inf());
+  std::size_t i = 0;
+  // (x - m) is exact near the maximum, so the likely tokens keep full precision.
+  for (; i + lanes <= n; i += lanes) {
+    const fpack v = load(x + i);
+    store(out.data() + i, select(eq(v, v), sub(sub(v, mv), lv), ninf));
+  }
+  for (; i < n; ++i) out[i] = x[i] == x[i] ? (x[i] - m) - lse : -inf();
+  return status::ok;
+}
+
+}  // namespace nucleus

@@ -1,0 +1,284 @@
+// A fixed-width pack of 64 float lanes: the unit every nucleus kernel works in.
+//
+// Reductions accumulate per lane and fold lanes in one fixed order, so a result never depends on the
+// register width: AVX-512 holds the pack in 4 registers, AVX2 in 8, SSE in 16, and the scalar fallback
+// (NUCLEUS_NO_SIMD) in a plain array, and all of them produce the same bits.
+#pragma once
+
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#if !defined(NUCLEUS_NO_SIMD)
+#include <xsimd/xsimd.hpp>
+#endif
+
+namespace nucleus::detail {
+
+inline constexpr std::size_t lanes = 64;
+
+#if defined(__FMA__) || defined(__AVX512F__) || defined(__ARM_FEATURE_FMA)
+inline constexpr bool has_fma = true;
+#else
+inline constexpr bool has_fma = false;
+#endif
+
+// a*b+c exactly as the pack computes it: fused where the hardware fuses, two roundings elsewhere.
+inline float madd(float a, float b, float c) noexcept {
+  if constexpr (has_fma) return std::fma(a, b, c);
+  return a * b + c;
+}
+
+inline float inf() noexcept {
+  return std::numeric_limits<float>::infinity();
+}
+
+#if !defined(NUCLEUS_NO_SIMD)
+
+inline constexpr bool simd_enabled = true;
+using native = xsimd::batch<float>;
+using native_i = xsimd::batch<std::int32_t>;
+using native_b = xsimd::batch_bool<float>;
+inline constexpr std::size_t width = native::size;
+inline constexpr std::size_t regs = lanes / width;
+static_assert(lanes % width == 0, "nucleus: the pack must hold a whole number of registers");
+
+struct fpack {
+  native r[regs];
+};
+struct ipack {
+  native_i r[regs];
+};
+struct mpack {
+  native_b r[regs];
+};
+
+#define NUCLEUS_PACK_EACH(i) for (std::size_t i = 0; i < ::nucleus::detail::regs; ++i)
+
+inline fpack load(const float* p) noexcept {
+  fpack v;
+  NUCLEUS_PACK_EACH(i) v.r[i] = native::load_unaligned(p + i * width);
+  return v;
+}
+inline void store(float* p, const fpack& v) noexcept {
+  NUCLEUS_PACK_EACH(i) v.r[i].store_unaligned(p + i * width);
+}
+inline fpack splat(float x) noexcept {
+  fpack v;
+  NUCLEUS_PACK_EACH(i) v.r[i] = native(x);
+  return v;
+}
+inline ipack splat_i(std::int32_t x) noexcept {
+  ipack v;
+  NUCLEUS_PACK_EACH(i) v.r[i] = native_i(x);
+  return v;
+}
+// lane l holds base + l
+inline ipack iota_i(std::int32_t base) noexcept {
+  alignas(64) std::int32_t t[lanes];
+  for (std::size_t l = 0; l < lanes; ++l) t[l] = base + static_cast<std::int32_t>(l);
+  ipack v;
+  NUCLEUS_PACK_EACH(i) v.r[i] = native_i::load_aligned(t + i * width);
+  return v;
+}
+inline void store_i(std::int32_t* p, const ipack& v) noexcept {
+  NUCLEUS_PACK_EACH(i) v.r[i].store_unaligned(p + i * width);
+}
+
+#define NUCLEUS_PACK_BINARY(name, expr)                        \
+  inline fpack name(const fpack& a, const fpack& b) noexcept { \
+    fpack v;                                                   \
+    NUCLEUS_PACK_EACH(i) v.r[i] = expr;                        \
+    return v;                                                  \
+  }
+NUCLEUS_PACK_BINARY(add, a.r[i] + b.r[i])
+NUCLEUS_PACK_BINARY(sub, a.r[i] - b.r[i])
+NUCLEUS_PACK_BINARY(mul, a.r[i] * b.r[i])
+#undef NUCLEUS_PACK_BINARY
+
+inline fpack madd(const fpack& a, const fpack& b, const fpack& c) noexcept {
+  fpack v;
+  if constexpr (has_fma) {
+    NUCLEUS_PACK_EACH(i) v.r[i] = xsimd::fma(a.r[i], b.r[i], c.r[i]);
+  } else {
+    NUCLEUS_PACK_EACH(i) v.r[i] = a.r[i] * b.r[i] + c.r[i];
+  }
+  return v;
+}
+
+#define NUCLEUS_PACK_COMPARE(name, op)                         \
+  inline mpack name(const fpack& a, const fpack& b) noexcept { \
+    mpack m;                                                   \
+    NUCLEUS_PACK_EACH(i) m.r[i] = a.r[i] op b.r[i];            \
+    return m;                                                  \
+  }
+NUCLEUS_PACK_COMPARE(gt, >)
+NUCLEUS_PACK_COMPARE(ge, >=)
+NUCLEUS_PACK_COMPARE(eq, ==)
+#undef NUCLEUS_PACK_COMPARE
+
+inline fpack select(const mpack& m, const fpack& a, const fpack& b) noexcept {
+  fpack v;
+  NUCLEUS_PACK_EACH(i) v.r[i] = xsimd::select(m.r[i], a.r[i], b.r[i]);
+  return v;
+}
+inline ipack select(const mpack& m, const ipack& a, const ipack& b) noexcept {
+  ipack v;
+  NUCLEUS_PACK_EACH(i) v.r[i] = xsimd::select(xsimd::bool_cast(m.r[i]), a.r[i], b.r[i]);
+  return v;
+}
+inline bool any(const mpack& m) noexcept {
+  native_b acc = m.r[0];
+  for (std::size_t i = 1; i < regs; ++i) acc = acc || m.r[i];
+  return xsimd::any(acc);
+}
+inline void store_mask(bool* p, const mpack& m) noexcept {
+  NUCLEUS_PACK_EACH(i) m.r[i].store_unaligned(p + i * width);
+}
+
+// 2^n for integer-valued n in [-126, 127], given k = n + 1.5 * 2^23 (whose low mantissa bits are n).
+inline fpack exp2_int(const fpack& k) noexcept {
+  fpack v;
+  NUCLEUS_PACK_EACH(i) {
+    native_i bits = xsimd::bitwise_cast<native_i>(k.r[i]) - native_i(0x4B400000 - 127);
+    v.r[i] = xsimd::bitwise_cast<native>(bits << native_i(23));
+  }
+  return v;
+}
+
+#undef NUCLEUS_PACK_EACH
+
+#else  // NUCLEUS_NO_SIMD: the scalar fallback, lane for lane the same arithmetic
+
+inline constexpr bool simd_enabled = false;
+inline constexpr std::size_t width = 1;
+
+struct fpack {
+  float r[lanes];
+};
+struct ipack {
+  std::int32_t r[lanes];
+};
+struct mpack {
+  bool r[lanes];
+};
+
+#define NUCLEUS_LANE_EACH(l) for (std::size_t l = 0; l < ::nucleus::detail::lanes; ++l)
+
+inline fpack load(const float* p) noexcept {
+  fpack v;
+  std::memcpy(v.r, p, sizeof v.r);
+  return v;
+}
+inline void store(float* p, const fpack& v) noexcept {
+  std::memcpy(p, v.r, sizeof v.r);
+}
+inline fpack splat(float x) noexcept {
+  fpack v;
+  NUCLEUS_LANE_EACH(l) v.r[l] = x;
+  return v;
+}
+inline ipack splat_i(std::int32_t x) noexcept {
+  ipack v;
+  NUCLEUS_LANE_EACH(l) v.r[l] = x;
+  return v;
+}
+inline ipack iota_i(std::int32_t base) noexcept {
+  ipack v;
+  NUCLEUS_LANE_EACH(l) v.r[l] = base + static_cast<std::int32_t>(l);
+  return v;
+}
+inline void store_i(std::int32_t* p, const ipack& v) noexcept {
+  std::memcpy(p, v.r, sizeof v.r);
+}
+
+#define NUCLEUS_LANE_BINARY(name, expr)                        \
+  inline fpack name(const fpack& a, const fpack& b) noexcept { \
+    fpack v;                                                   \
+    NUCLEUS_LANE_EACH(l) v.r[l] = expr;                        \
+    return v;                                                  \
+  }
+NUCLEUS_LANE_BINARY(add, a.r[l] + b.r[l])
+NUCLEUS_LANE_BINARY(sub, a.r[l] - b.r[l])
+NUCLEUS_LANE_BINARY(mul, a.r[l] * b.r[l])
+#undef NUCLEUS_LANE_BINARY
+
+inline fpack madd(const fpack& a, const fpack& b, const fpack& c) noexcept {
+  fpack v;
+  NUCLEUS_LANE_EACH(l) v.r[l] = madd(a.r[l], b.r[l], c.r[l]);
+  return v;
+}
+
+#define NUCLEUS_LANE_COMPARE(name, op)                         \
+  inline mpack name(const fpack& a, const fpack& b) noexcept { \
+    mpack m;                                                   \
+    NUCLEUS_LANE_EACH(l) m.r[l] = a.r[l] op b.r[l];            \
+    return m;                                                  \
+  }
+NUCLEUS_LANE_COMPARE(gt, >)
+NUCLEUS_LANE_COMPARE(ge, >=)
+NUCLEUS_LANE_COMPARE(eq, ==)
+#undef NUCLEUS_LANE_COMPARE
+
+inline fpack select(const mpack& m, const fpack& a, const fpack& b) noexcept {
+  fpack v;
+  NUCLEUS_LANE_EACH(l) v.r[l] = m.r[l] ? a.r[l] : b.r[l];
+  return v;
+}
+inline ipack select(const mpack& m, const ipack& a, const ipack& b) noexcept {
+  ipack v;
+  NUCLEUS_LANE_EACH(l) v.r[l] = m.r[l] ? a.r[l] : b.r[l];
+  return v;
+}
+inline bool any(const mpack& m) noexcept {
+  bool acc = false;
+  NUCLEUS_LANE_EACH(l) acc |= m.r[l];
+  return acc;
+}
+inline void store_mask(bool* p, const mpack& m) noexcept {
+  std::memcpy(p, m.r, sizeof m.r);
+}
+
+inline fpack exp2_int(const fpack& k) noexcept {
+  fpack v;
+  NUCLEUS_LANE_EACH(l) {
+    auto bits = static_cast<std::uint32_t>(std::bit_cast<std::int32_t>(k.r[l]) - (0x4B400000 - 127));
+    v.r[l] = std::bit_cast<float>(bits << 23);
+  }
+  return v;
+}
+
+#undef NUCLEUS_LANE_EACH
+
+#endif
+
+// Lanes to memory and back, for folds and for the scalar tail of a kernel.
+struct lane_array {
+  alignas(64) float v[lanes];
+};
+inline lane_array to_lanes(const fpack& p) noexcept {
+  lane_array a;
+  store(a.v, p);
+  return a;
+}
+
+// A partial pack: the first n (< lanes) values of p, the rest filled with `fill`.
+inline fpack load_partial(const float* p, std::size_t n, float fill) noexcept {
+  lane_array a;
+  for (std::size_t l = 0; l < lanes; ++l) a.v[l] = l < n ? p[l] : fill;
+  return load(a.v);
+}
+
+// Fixed-order fold: halves added pairwise (lane l + lane l + h) until one lane is left. A register
+// build and the scalar build perform the very same additions.
+inline float fold_sum(const fpack& p) noexcept {
+  lane_array a = to_lanes(p);
+  for (std::size_t h = lanes / 2; h > 0; h /= 2)
+    for (std::size_t l = 0; l < h; ++l) a.v[l] = a.v[l] + a.v[l + h];
+  return a.v[0];
+}
+
+}  // namespace nucleus::detail

@@ -1,0 +1,18 @@
+// argmax(): the greedy pick: the highest logit, ties to the lowest id. Never computes a softmax.
+#pragma once
+
+#include "nucleus/core/chain.hpp"
+
+namespace nucleus {
+
+struct argmax_stage : stage<argmax_stage> {
+  static constexpr stage_info info{.terminal = true};
+
+  sample_result finish(row_state& s, draw_key) const noexcept { return s.greedy_pick(); }
+};
+
+inline argmax_stage argmax() noexcept {
+  return {};
+}
+
+}  // namespace nucleus
