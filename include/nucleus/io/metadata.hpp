@@ -32,19 +32,32 @@ enum class metadata_type : std::uint32_t {
 
 constexpr std::string_view name(metadata_type t) {
   switch (t) {
-    case metadata_type::u8: return "u8";
-    case metadata_type::i8: return "i8";
-    case metadata_type::u16: return "u16";
-    case metadata_type::i16: return "i16";
-    case metadata_type::u32: return "u32";
-    case metadata_type::i32: return "i32";
-    case metadata_type::f32: return "f32";
-    case metadata_type::boolean: return "bool";
-    case metadata_type::string: return "string";
-    case metadata_type::array: return "array";
-    case metadata_type::u64: return "u64";
-    case metadata_type::i64: return "i64";
-    case metadata_type::f64: return "f64";
+    case metadata_type::u8:
+      return "u8";
+    case metadata_type::i8:
+      return "i8";
+    case metadata_type::u16:
+      return "u16";
+    case metadata_type::i16:
+      return "i16";
+    case metadata_type::u32:
+      return "u32";
+    case metadata_type::i32:
+      return "i32";
+    case metadata_type::f32:
+      return "f32";
+    case metadata_type::boolean:
+      return "bool";
+    case metadata_type::string:
+      return "string";
+    case metadata_type::array:
+      return "array";
+    case metadata_type::u64:
+      return "u64";
+    case metadata_type::i64:
+      return "i64";
+    case metadata_type::f64:
+      return "f64";
   }
   return "unknown";
 }
@@ -59,9 +72,9 @@ struct metadata_array {
   bool operator==(const metadata_array&) const = default;
 };
 
-using metadata_variant = std::variant<std::uint8_t, std::int8_t, std::uint16_t, std::int16_t, std::uint32_t,
-                                      std::int32_t, std::uint64_t, std::int64_t, float, double, bool,
-                                      std::string, metadata_array>;
+using metadata_variant =
+    std::variant<std::uint8_t, std::int8_t, std::uint16_t, std::int16_t, std::uint32_t, std::int32_t,
+                 std::uint64_t, std::int64_t, float, double, bool, std::string, metadata_array>;
 
 // A std::variant over every GGUF value kind. A named struct only so that arrays can hold it.
 struct metadata_value : metadata_variant {
@@ -74,10 +87,11 @@ inline bool operator==(const metadata_value& a, const metadata_value& b) {
 }
 
 inline metadata_type type_of(const metadata_value& v) {
-  constexpr metadata_type by_index[] = {
-      metadata_type::u8,  metadata_type::i8,  metadata_type::u16,     metadata_type::i16,    metadata_type::u32,
-      metadata_type::i32, metadata_type::u64, metadata_type::i64,     metadata_type::f32,    metadata_type::f64,
-      metadata_type::boolean, metadata_type::string, metadata_type::array};
+  constexpr metadata_type by_index[] = {metadata_type::u8,   metadata_type::i8,      metadata_type::u16,
+                                        metadata_type::i16,  metadata_type::u32,     metadata_type::i32,
+                                        metadata_type::u64,  metadata_type::i64,     metadata_type::f32,
+                                        metadata_type::f64,  metadata_type::boolean, metadata_type::string,
+                                        metadata_type::array};
   return by_index[v.index()];
 }
 
@@ -117,7 +131,9 @@ inline std::optional<bool> as_bool(const metadata_value& v) {
   return std::nullopt;
 }
 
-inline const std::string* as_string(const metadata_value& v) { return std::get_if<std::string>(&v.as_variant()); }
+inline const std::string* as_string(const metadata_value& v) {
+  return std::get_if<std::string>(&v.as_variant());
+}
 
 inline const metadata_array* as_array(const metadata_value& v) {
   return std::get_if<metadata_array>(&v.as_variant());
@@ -137,11 +153,13 @@ template <class S>
                                       std::string_view expected) {
   std::string what = "expected " + std::string(expected) + ", found " + std::string(name(type_of(v)));
   if (const metadata_array* a = as_array(v)) what += " of " + std::string(name(a->element_type));
-  throw format_error(std::string(std::string_view(s.path())), "metadata key '" + std::string(key) + "'", what);
+  throw format_error(std::string(std::string_view(s.path())), "metadata key '" + std::string(key) + "'",
+                     what);
 }
 
 template <class T, class S, class View>
-std::optional<std::vector<T>> get_array(const S& s, std::string_view key, View view, std::string_view expected) {
+std::optional<std::vector<T>> get_array(const S& s, std::string_view key, View view,
+                                        std::string_view expected) {
   const metadata_value* v = s.find_metadata(key);
   if (v == nullptr) return std::nullopt;
   const metadata_array* a = as_array(*v);
@@ -219,7 +237,9 @@ std::optional<std::vector<float>> get_float_array(const S& s, std::string_view k
 // The same, for keys a model cannot do without: a missing key is a format_error too.
 template <class T, metadata_source S>
 T require(const S& s, std::string_view key, std::optional<T> found) {
-  if (!found) throw format_error(std::string(std::string_view(s.path())), "metadata key '" + std::string(key) + "'", "missing");
+  if (!found)
+    throw format_error(std::string(std::string_view(s.path())), "metadata key '" + std::string(key) + "'",
+                       "missing");
   return *std::move(found);
 }
 template <metadata_source S>

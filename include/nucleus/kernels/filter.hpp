@@ -1,6 +1,7 @@
 // Threshold compaction: keep the candidates whose scaled logit reaches a threshold.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 
@@ -15,16 +16,12 @@ inline std::size_t compact_ge(const float* x, const std::int32_t* ids, std::size
   const fpack sh = splat(shift), sc = splat(scale), th = splat(threshold);
   std::size_t out = 0;
   for_each_pack(x, n, -inf(), [&](const fpack& v, std::size_t base) {
-    const mpack m = ge(scaled(v, sh, sc), th);
-    if (!any(m)) return;
-    alignas(64) bool keep[lanes];
-    store_mask(keep, m);
-    const lane_array a = to_lanes(v);
-    const std::size_t len = n - base < lanes ? n - base : lanes;
-    for (std::size_t l = 0; l < len; ++l) {
-      if (!keep[l]) continue;
-      vals_out[out] = a.v[l];
-      ids_out[out] = ids ? ids[base + l] : static_cast<std::int32_t>(base + l);
+    // Work per pack is one compare; per survivor, one write (padding lanes never pass: -inf).
+    for (std::uint64_t bits = mask_bits(ge(scaled(v, sh, sc), th)); bits; bits &= bits - 1) {
+      const std::size_t i = base + static_cast<std::size_t>(std::countr_zero(bits));
+      if (i >= n) break;
+      vals_out[out] = x[i];
+      ids_out[out] = ids ? ids[i] : static_cast<std::int32_t>(i);
       ++out;
     }
   });

@@ -14,7 +14,7 @@ namespace nucleus::detail {
 
 // Calls f(pack, first_index) for every pack of x; the last partial pack is padded with `fill`.
 template <class F>
-inline void for_each_pack(const float* x, std::size_t n, float fill, F&& f) {
+NUCLEUS_INLINE void for_each_pack(const float* x, std::size_t n, float fill, F&& f) {
   std::size_t i = 0;
   for (; i + lanes <= n; i += lanes) f(load(x + i), i);
   if (i < n) f(load_partial(x + i, n - i, fill), i);
@@ -23,7 +23,7 @@ inline void for_each_pack(const float* x, std::size_t n, float fill, F&& f) {
 // Largest logit, NaN ignored; -inf when there is none.
 inline float max_value(const float* x, std::size_t n) noexcept {
   fpack acc = splat(-inf());
-  for_each_pack(x, n, -inf(), [&](const fpack& v, std::size_t) { acc = select(gt(v, acc), v, acc); });
+  for_each_pack(x, n, -inf(), [&](const fpack& v, std::size_t) { acc = max(v, acc); });
   lane_array a = to_lanes(acc);
   float m = -inf();
   for (float v : a.v) m = v > m ? v : m;
@@ -35,31 +35,42 @@ struct argmax_result {
   std::int64_t index;  // -1: no logit above -inf
 };
 
-// First index of the largest logit; NaN and -inf are never chosen.
+// First index of the largest logit; NaN and -inf are never chosen. One max per lane at memory
+// speed; each lane remembers the first block where it reached its maximum, and only the earliest
+// such block holding the row maximum is scanned again for the index.
 inline argmax_result argmax(const float* x, std::size_t n) noexcept {
+  constexpr std::size_t block = 16 * lanes;
   fpack best = splat(-inf());
-  ipack best_i = splat_i(-1);
-  for_each_pack(x, n, -inf(), [&](const fpack& v, std::size_t base) {
-    const mpack m = gt(v, best);
-    if (!any(m)) return;
-    best = select(m, v, best);
-    best_i = select(m, iota_i(static_cast<std::int32_t>(base)), best_i);
-  });
-  lane_array a = to_lanes(best);
-  alignas(64) std::int32_t ai[lanes];
-  store_i(ai, best_i);
-  argmax_result r{-inf(), -1};
-  for (std::size_t l = 0; l < lanes; ++l) {
-    if (ai[l] < 0) continue;
-    if (r.index < 0 || a.v[l] > r.value || (a.v[l] == r.value && ai[l] < r.index)) r = {a.v[l], ai[l]};
+  ipack best_block = splat_i(-1);
+  for (std::size_t b0 = 0; b0 < n; b0 += block) {
+    const std::size_t len = n - b0 < block ? n - b0 : block;
+    fpack bm = splat(-inf());
+    for_each_pack(x + b0, len, -inf(), [&](const fpack& v, std::size_t) { bm = max(v, bm); });
+    const mpack up = gt(bm, best);
+    if (!any(up)) continue;
+    best = select(up, bm, best);
+    best_block = select(up, splat_i(static_cast<std::int32_t>(b0 / block)), best_block);
   }
-  return r;
+  const lane_array a = to_lanes(best);
+  alignas(64) std::int32_t ab[lanes];
+  store_i(ab, best_block);
+  float m = -inf();
+  for (float v : a.v) m = v > m ? v : m;
+  if (!(m > -inf())) return {-inf(), -1};
+  std::int32_t first = -1;
+  for (std::size_t l = 0; l < lanes; ++l)
+    if (a.v[l] == m && (first < 0 || ab[l] < first)) first = ab[l];
+  const std::size_t b0 = static_cast<std::size_t>(first) * block;
+  const std::size_t end = n - b0 < block ? n : b0 + block;
+  for (std::size_t i = b0; i < end; ++i)
+    if (x[i] == m) return {m, static_cast<std::int64_t>(i)};
+  return {m, -1};  // unreachable: the block holds m
 }
 
-inline fpack scaled(const fpack& x, const fpack& shift, const fpack& scale) noexcept {
+NUCLEUS_INLINE fpack scaled(const fpack& x, const fpack& shift, const fpack& scale) noexcept {
   return mul(sub(x, shift), scale);
 }
-inline float scaled(float x, float shift, float scale) noexcept {
+NUCLEUS_INLINE float scaled(float x, float shift, float scale) noexcept {
   return (x - shift) * scale;
 }
 

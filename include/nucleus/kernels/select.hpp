@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -34,14 +35,11 @@ inline std::size_t select_top_k(const float* x, const std::int32_t* ids, std::si
   // needs ids ascending in scan order, which holds for every candidate set the library builds
   // except a top-k result, which is already in rank order.
   for_each_pack(x, n, -inf(), [&](const fpack& v, std::size_t base) {
-    const mpack m = gt(v, splat(threshold));
-    if (!any(m)) return;
-    const lane_array a = to_lanes(v);
-    const std::size_t len = n - base < lanes ? n - base : lanes;
-    for (std::size_t l = 0; l < len; ++l) {
-      if (!(a.v[l] > threshold)) continue;
-      const std::int32_t id = ids ? ids[base + l] : static_cast<std::int32_t>(base + l);
-      keys[count++] = rank_key(a.v[l], id);
+    for (std::uint64_t bits = mask_bits(gt(v, splat(threshold))); bits; bits &= bits - 1) {
+      const std::size_t i = base + static_cast<std::size_t>(std::countr_zero(bits));
+      if (i >= n) break;
+      if (!(x[i] > threshold)) continue;  // the threshold rose within this pack
+      keys[count++] = rank_key(x[i], ids ? ids[i] : static_cast<std::int32_t>(i));
       if (count == cap) shrink();
     }
   });

@@ -16,6 +16,12 @@
 #include <xsimd/xsimd.hpp>
 #endif
 
+#if defined(__GNUC__) || defined(__clang__)
+#define NUCLEUS_INLINE [[gnu::always_inline]] inline
+#else
+#define NUCLEUS_INLINE inline
+#endif
+
 namespace nucleus::detail {
 
 inline constexpr std::size_t lanes = 64;
@@ -27,12 +33,12 @@ inline constexpr bool has_fma = false;
 #endif
 
 // a*b+c exactly as the pack computes it: fused where the hardware fuses, two roundings elsewhere.
-inline float madd(float a, float b, float c) noexcept {
+NUCLEUS_INLINE float madd(float a, float b, float c) noexcept {
   if constexpr (has_fma) return std::fma(a, b, c);
   return a * b + c;
 }
 
-inline float inf() noexcept {
+NUCLEUS_INLINE float inf() noexcept {
   return std::numeric_limits<float>::infinity();
 }
 
@@ -56,35 +62,53 @@ struct mpack {
   native_b r[regs];
 };
 
-#define NUCLEUS_PACK_EACH(i) for (std::size_t i = 0; i < ::nucleus::detail::regs; ++i)
+// xsimd 8.1 has no batch_bool::mask(): read the register's lanes as bits here, in one place.
+NUCLEUS_INLINE std::uint32_t register_bits(const native_b& b) noexcept {
+#if defined(__AVX512F__)
+  return static_cast<std::uint32_t>(static_cast<__mmask16>(b));
+#elif defined(__AVX__)
+  return static_cast<std::uint32_t>(_mm256_movemask_ps(b));
+#elif defined(__SSE2__)
+  return static_cast<std::uint32_t>(_mm_movemask_ps(b));
+#else
+  alignas(64) bool t[width];
+  b.store_aligned(t);
+  std::uint32_t bits = 0;
+  for (std::size_t l = 0; l < width; ++l) bits |= std::uint32_t{t[l]} << l;
+  return bits;
+#endif
+}
 
-inline fpack load(const float* p) noexcept {
+#define NUCLEUS_PACK_EACH(i) \
+  _Pragma("GCC unroll 16") for (std::size_t i = 0; i < ::nucleus::detail::regs; ++i)
+
+NUCLEUS_INLINE fpack load(const float* p) noexcept {
   fpack v;
   NUCLEUS_PACK_EACH(i) v.r[i] = native::load_unaligned(p + i * width);
   return v;
 }
-inline void store(float* p, const fpack& v) noexcept {
+NUCLEUS_INLINE void store(float* p, const fpack& v) noexcept {
   NUCLEUS_PACK_EACH(i) v.r[i].store_unaligned(p + i * width);
 }
-inline fpack splat(float x) noexcept {
+NUCLEUS_INLINE fpack splat(float x) noexcept {
   fpack v;
   NUCLEUS_PACK_EACH(i) v.r[i] = native(x);
   return v;
 }
-inline ipack splat_i(std::int32_t x) noexcept {
+NUCLEUS_INLINE ipack splat_i(std::int32_t x) noexcept {
   ipack v;
   NUCLEUS_PACK_EACH(i) v.r[i] = native_i(x);
   return v;
 }
 // lane l holds base + l
-inline ipack iota_i(std::int32_t base) noexcept {
+NUCLEUS_INLINE ipack iota_i(std::int32_t base) noexcept {
   alignas(64) std::int32_t t[lanes];
   for (std::size_t l = 0; l < lanes; ++l) t[l] = base + static_cast<std::int32_t>(l);
   ipack v;
   NUCLEUS_PACK_EACH(i) v.r[i] = native_i::load_aligned(t + i * width);
   return v;
 }
-inline void store_i(std::int32_t* p, const ipack& v) noexcept {
+NUCLEUS_INLINE void store_i(std::int32_t* p, const ipack& v) noexcept {
   NUCLEUS_PACK_EACH(i) v.r[i].store_unaligned(p + i * width);
 }
 
@@ -99,7 +123,7 @@ NUCLEUS_PACK_BINARY(sub, a.r[i] - b.r[i])
 NUCLEUS_PACK_BINARY(mul, a.r[i] * b.r[i])
 #undef NUCLEUS_PACK_BINARY
 
-inline fpack madd(const fpack& a, const fpack& b, const fpack& c) noexcept {
+NUCLEUS_INLINE fpack madd(const fpack& a, const fpack& b, const fpack& c) noexcept {
   fpack v;
   if constexpr (has_fma) {
     NUCLEUS_PACK_EACH(i) v.r[i] = xsimd::fma(a.r[i], b.r[i], c.r[i]);
@@ -120,27 +144,39 @@ NUCLEUS_PACK_COMPARE(ge, >=)
 NUCLEUS_PACK_COMPARE(eq, ==)
 #undef NUCLEUS_PACK_COMPARE
 
-inline fpack select(const mpack& m, const fpack& a, const fpack& b) noexcept {
+NUCLEUS_INLINE fpack select(const mpack& m, const fpack& a, const fpack& b) noexcept {
   fpack v;
   NUCLEUS_PACK_EACH(i) v.r[i] = xsimd::select(m.r[i], a.r[i], b.r[i]);
   return v;
 }
-inline ipack select(const mpack& m, const ipack& a, const ipack& b) noexcept {
+NUCLEUS_INLINE ipack select(const mpack& m, const ipack& a, const ipack& b) noexcept {
   ipack v;
   NUCLEUS_PACK_EACH(i) v.r[i] = xsimd::select(xsimd::bool_cast(m.r[i]), a.r[i], b.r[i]);
   return v;
 }
-inline bool any(const mpack& m) noexcept {
+// a > b ? a : b per lane (so a NaN in a yields b): the max instruction's own rule.
+NUCLEUS_INLINE fpack max(const fpack& a, const fpack& b) noexcept {
+  fpack v;
+  NUCLEUS_PACK_EACH(i) v.r[i] = xsimd::max(a.r[i], b.r[i]);
+  return v;
+}
+// Bit l set <=> lane l of the mask is true.
+NUCLEUS_INLINE std::uint64_t mask_bits(const mpack& m) noexcept {
+  std::uint64_t bits = 0;
+  NUCLEUS_PACK_EACH(i) bits |= static_cast<std::uint64_t>(register_bits(m.r[i])) << (i * width);
+  return bits;
+}
+NUCLEUS_INLINE bool any(const mpack& m) noexcept {
   native_b acc = m.r[0];
-  for (std::size_t i = 1; i < regs; ++i) acc = acc || m.r[i];
+  _Pragma("GCC unroll 16") for (std::size_t i = 1; i < regs; ++i) acc = acc || m.r[i];
   return xsimd::any(acc);
 }
-inline void store_mask(bool* p, const mpack& m) noexcept {
+NUCLEUS_INLINE void store_mask(bool* p, const mpack& m) noexcept {
   NUCLEUS_PACK_EACH(i) m.r[i].store_unaligned(p + i * width);
 }
 
 // 2^n for integer-valued n in [-126, 127], given k = n + 1.5 * 2^23 (whose low mantissa bits are n).
-inline fpack exp2_int(const fpack& k) noexcept {
+NUCLEUS_INLINE fpack exp2_int(const fpack& k) noexcept {
   fpack v;
   NUCLEUS_PACK_EACH(i) {
     native_i bits = xsimd::bitwise_cast<native_i>(k.r[i]) - native_i(0x4B400000 - 127);
@@ -166,32 +202,33 @@ struct mpack {
   bool r[lanes];
 };
 
-#define NUCLEUS_LANE_EACH(l) for (std::size_t l = 0; l < ::nucleus::detail::lanes; ++l)
+#define NUCLEUS_LANE_EACH(l) \
+  _Pragma("GCC unroll 64") for (std::size_t l = 0; l < ::nucleus::detail::lanes; ++l)
 
-inline fpack load(const float* p) noexcept {
+NUCLEUS_INLINE fpack load(const float* p) noexcept {
   fpack v;
   std::memcpy(v.r, p, sizeof v.r);
   return v;
 }
-inline void store(float* p, const fpack& v) noexcept {
+NUCLEUS_INLINE void store(float* p, const fpack& v) noexcept {
   std::memcpy(p, v.r, sizeof v.r);
 }
-inline fpack splat(float x) noexcept {
+NUCLEUS_INLINE fpack splat(float x) noexcept {
   fpack v;
   NUCLEUS_LANE_EACH(l) v.r[l] = x;
   return v;
 }
-inline ipack splat_i(std::int32_t x) noexcept {
+NUCLEUS_INLINE ipack splat_i(std::int32_t x) noexcept {
   ipack v;
   NUCLEUS_LANE_EACH(l) v.r[l] = x;
   return v;
 }
-inline ipack iota_i(std::int32_t base) noexcept {
+NUCLEUS_INLINE ipack iota_i(std::int32_t base) noexcept {
   ipack v;
   NUCLEUS_LANE_EACH(l) v.r[l] = base + static_cast<std::int32_t>(l);
   return v;
 }
-inline void store_i(std::int32_t* p, const ipack& v) noexcept {
+NUCLEUS_INLINE void store_i(std::int32_t* p, const ipack& v) noexcept {
   std::memcpy(p, v.r, sizeof v.r);
 }
 
@@ -206,7 +243,7 @@ NUCLEUS_LANE_BINARY(sub, a.r[l] - b.r[l])
 NUCLEUS_LANE_BINARY(mul, a.r[l] * b.r[l])
 #undef NUCLEUS_LANE_BINARY
 
-inline fpack madd(const fpack& a, const fpack& b, const fpack& c) noexcept {
+NUCLEUS_INLINE fpack madd(const fpack& a, const fpack& b, const fpack& c) noexcept {
   fpack v;
   NUCLEUS_LANE_EACH(l) v.r[l] = madd(a.r[l], b.r[l], c.r[l]);
   return v;
@@ -223,26 +260,36 @@ NUCLEUS_LANE_COMPARE(ge, >=)
 NUCLEUS_LANE_COMPARE(eq, ==)
 #undef NUCLEUS_LANE_COMPARE
 
-inline fpack select(const mpack& m, const fpack& a, const fpack& b) noexcept {
+NUCLEUS_INLINE fpack select(const mpack& m, const fpack& a, const fpack& b) noexcept {
   fpack v;
   NUCLEUS_LANE_EACH(l) v.r[l] = m.r[l] ? a.r[l] : b.r[l];
   return v;
 }
-inline ipack select(const mpack& m, const ipack& a, const ipack& b) noexcept {
+NUCLEUS_INLINE ipack select(const mpack& m, const ipack& a, const ipack& b) noexcept {
   ipack v;
   NUCLEUS_LANE_EACH(l) v.r[l] = m.r[l] ? a.r[l] : b.r[l];
   return v;
 }
-inline bool any(const mpack& m) noexcept {
+NUCLEUS_INLINE fpack max(const fpack& a, const fpack& b) noexcept {
+  fpack v;
+  NUCLEUS_LANE_EACH(l) v.r[l] = a.r[l] > b.r[l] ? a.r[l] : b.r[l];
+  return v;
+}
+NUCLEUS_INLINE std::uint64_t mask_bits(const mpack& m) noexcept {
+  std::uint64_t bits = 0;
+  NUCLEUS_LANE_EACH(l) bits |= std::uint64_t{m.r[l]} << l;
+  return bits;
+}
+NUCLEUS_INLINE bool any(const mpack& m) noexcept {
   bool acc = false;
   NUCLEUS_LANE_EACH(l) acc |= m.r[l];
   return acc;
 }
-inline void store_mask(bool* p, const mpack& m) noexcept {
+NUCLEUS_INLINE void store_mask(bool* p, const mpack& m) noexcept {
   std::memcpy(p, m.r, sizeof m.r);
 }
 
-inline fpack exp2_int(const fpack& k) noexcept {
+NUCLEUS_INLINE fpack exp2_int(const fpack& k) noexcept {
   fpack v;
   NUCLEUS_LANE_EACH(l) {
     auto bits = static_cast<std::uint32_t>(std::bit_cast<std::int32_t>(k.r[l]) - (0x4B400000 - 127));
@@ -259,14 +306,14 @@ inline fpack exp2_int(const fpack& k) noexcept {
 struct lane_array {
   alignas(64) float v[lanes];
 };
-inline lane_array to_lanes(const fpack& p) noexcept {
+NUCLEUS_INLINE lane_array to_lanes(const fpack& p) noexcept {
   lane_array a;
   store(a.v, p);
   return a;
 }
 
 // A partial pack: the first n (< lanes) values of p, the rest filled with `fill`.
-inline fpack load_partial(const float* p, std::size_t n, float fill) noexcept {
+NUCLEUS_INLINE fpack load_partial(const float* p, std::size_t n, float fill) noexcept {
   lane_array a;
   for (std::size_t l = 0; l < lanes; ++l) a.v[l] = l < n ? p[l] : fill;
   return load(a.v);
@@ -274,7 +321,7 @@ inline fpack load_partial(const float* p, std::size_t n, float fill) noexcept {
 
 // Fixed-order fold: halves added pairwise (lane l + lane l + h) until one lane is left. A register
 // build and the scalar build perform the very same additions.
-inline float fold_sum(const fpack& p) noexcept {
+NUCLEUS_INLINE float fold_sum(const fpack& p) noexcept {
   lane_array a = to_lanes(p);
   for (std::size_t h = lanes / 2; h > 0; h /= 2)
     for (std::size_t l = 0; l < h; ++l) a.v[l] = a.v[l] + a.v[l + h];
