@@ -1,0 +1,37 @@
+// The lesson's view of one forward pass: the most likely next tokens at three temperatures, the
+// greedy pick, and what top-k and top-p keep. Without a model it shows the embedded worked example.
+#include <cstdio>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <nucleus/nucleus.hpp>
+
+#include "view.hpp"
+#include "worked_example.hpp"
+
+namespace nc = nucleus;
+
+int main(int argc, char** argv) {
+  CLI::App app{"nucleus: the distribution behind the next token"};
+  std::string prompt = "Kubernetes pods are scheduled by the";
+  std::size_t show = 8;
+  app.add_option("--prompt", prompt, "the text whose next token is shown (worked example: fixed)");
+  app.add_option("--top", show, "how many tokens to list")->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
+
+  const auto logits_arr = nc::examples::worked_logits();
+  const std::span<const float> logits(logits_arr);
+  auto text = [](std::int32_t id) { return std::string(nc::examples::worked_tokens[static_cast<std::size_t>(id)]); };
+  nc::workspace ws;
+
+  std::printf("prompt: \"%s\"  (embedded worked example, %zu tokens)\n\n", prompt.c_str(), logits.size());
+  for (float t : {0.1f, 1.0f, 2.0f}) nc::examples::print_top(logits, t, show, text, ws);
+  const nc::sample_result g = nc::argmax()(logits, ws);
+  std::printf("\n  greedy (T = 0) picks '%s', whatever the lower bars say\n", text(g.token).c_str());
+  nc::examples::print_kept("top_k(2)  ", nc::top_k(2), logits, text, ws);
+  nc::examples::print_kept("top_p(0.9)", nc::top_p(0.9f), logits, text, ws);
+  const nc::sample_result r = (nc::temperature(0.7f) | nc::top_p(0.9f) | nc::categorical())(logits, ws, {42, 0});
+  std::printf("  T = 0.7, top_p 0.9, seed 42 draws '%s' (logprob %.3f)\n", text(r.token).c_str(),
+              static_cast<double>(r.logprob));
+  return 0;
+}
