@@ -21,7 +21,9 @@ int main(int argc, char** argv) {
 
   const auto logits_arr = nc::examples::worked_logits();
   const std::span<const float> logits(logits_arr);
-  auto text = [](std::int32_t id) { return std::string(nc::examples::worked_tokens[static_cast<std::size_t>(id)]); };
+  auto text = [](std::int32_t id) {
+    return std::string(nc::examples::worked_tokens[static_cast<std::size_t>(id)]);
+  };
   nc::workspace ws;
 
   std::printf("prompt: \"%s\"  (embedded worked example, %zu tokens)\n\n", prompt.c_str(), logits.size());
@@ -30,7 +32,8 @@ int main(int argc, char** argv) {
   std::printf("\n  greedy (T = 0) picks '%s', whatever the lower bars say\n", text(g.token).c_str());
   nc::examples::print_kept("top_k(2)  ", nc::top_k(2), logits, text, ws);
   nc::examples::print_kept("top_p(0.9)", nc::top_p(0.9f), logits, text, ws);
-  const nc::sample_result r = (nc::temperature(0.7f) | nc::top_p(0.9f) | nc::categorical())(logits, ws, {42, 0});
+  const nc::sample_result r =
+      (nc::temperature(0.7f) | nc::top_p(0.9f) | nc::categorical())(logits, ws, {42, 0});
   std::printf("  T = 0.7, top_p 0.9, seed 42 draws '%s' (logprob %.3f)\n", text(r.token).c_str(),
               static_cast<double>(r.logprob));
   return 0;

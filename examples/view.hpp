@@ -27,11 +27,14 @@ inline void print_top(std::span<const float> logits, float t, std::size_t n,
   for (std::size_t i = 0; i < full.size(); ++i) rows.emplace_back(full.probs()[i], full.ids()[i]);
   const std::size_t shown = std::min(n, rows.size());
   std::partial_sort(rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(shown), rows.end(),
-                    [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
+                    [](const auto& a, const auto& b) {
+                      return a.first > b.first || (a.first == b.first && a.second < b.second);
+                    });
   std::printf("  T = %.1f\n", static_cast<double>(t));
   for (std::size_t i = 0; i < shown; ++i) {
     const double pi = rows[i].first;
-    std::printf("    %-18s %6.2f%%  %s\n", ("'" + text(rows[i].second) + "'").c_str(), 100.0 * pi, bar(pi).c_str());
+    std::printf("    %-18s %6.2f%%  %s\n", ("'" + text(rows[i].second) + "'").c_str(), 100.0 * pi,
+                bar(pi).c_str());
   }
 }
 

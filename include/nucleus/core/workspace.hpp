@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "nucleus/core/result.hpp"
+#include "nucleus/kernels/reduce.hpp"
 
 namespace nucleus {
 
@@ -32,9 +33,6 @@ class buffer {
   std::unique_ptr<T[]> data_;
   std::size_t capacity_ = 0;
 };
-
-inline constexpr std::size_t block_elems = 1024;  // exp sums are kept per block to locate a draw fast
-inline constexpr std::size_t hist_bins = 2048;
 
 }  // namespace detail
 

@@ -17,6 +17,7 @@
 #include <nucleus/io/error.hpp>
 #include <nucleus/io/metadata.hpp>
 #include <nucleus/io/tensor.hpp>
+#include <nucleus/io/weight_source.hpp>
 
 namespace nucleus::io {
 
@@ -348,5 +349,7 @@ class gguf_file : public detail::metadata_lookups<gguf_file> {
   std::vector<tensor_view> tensors_;
   std::map<std::string, std::size_t, std::less<>> tensor_index_;
 };
+
+static_assert(weight_source<gguf_file>);
 
 }  // namespace nucleus::io

@@ -15,6 +15,7 @@
 #include <nucleus/io/error.hpp>
 #include <nucleus/io/metadata.hpp>
 #include <nucleus/io/tensor.hpp>
+#include <nucleus/io/weight_source.hpp>
 
 namespace nucleus::io {
 
@@ -102,5 +103,7 @@ class memory_source : public detail::metadata_lookups<memory_source> {
   std::map<std::string, metadata_value, std::less<>> metadata_;
   std::deque<std::vector<std::byte>> owned_;
 };
+
+static_assert(weight_source<memory_source>);
 
 }  // namespace nucleus::io

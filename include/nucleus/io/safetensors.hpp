@@ -23,6 +23,7 @@
 #include <nucleus/io/error.hpp>
 #include <nucleus/io/metadata.hpp>
 #include <nucleus/io/tensor.hpp>
+#include <nucleus/io/weight_source.hpp>
 
 namespace nucleus::io {
 
@@ -250,5 +251,7 @@ class safetensors_file : public detail::metadata_lookups<safetensors_file> {
   std::map<std::string, std::size_t, std::less<>> tensor_index_;
   std::map<std::string, metadata_value, std::less<>> metadata_;
 };
+
+static_assert(weight_source<safetensors_file>);
 
 }  // namespace nucleus::io

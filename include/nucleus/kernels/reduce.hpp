@@ -12,6 +12,9 @@
 
 namespace nucleus::detail {
 
+inline constexpr std::size_t block_elems = 1024;  // exp sums are kept per block to locate a draw fast
+inline constexpr std::size_t hist_bins = 2048;    // top-p's mass histogram
+
 // Calls f(pack, first_index) for every pack of x; the last partial pack is padded with `fill`.
 template <class F>
 NUCLEUS_INLINE void for_each_pack(const float* x, std::size_t n, float fill, F&& f) {

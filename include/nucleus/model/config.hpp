@@ -211,7 +211,9 @@ llama_config read_hf_config(const S& s, std::string_view file) {
   c.rope_theta = io::get_float(s, "rope_theta").value_or(10000.0);
   c.rms_eps = static_cast<float>(io::get_float(s, "rms_norm_eps").value_or(1e-6));
   // A rope_scaling object (Llama 3.1 and later, YaRN) changes the frequencies; refuse rather than drift.
-  for (std::string_view k : {"rope_scaling", "rope_scaling.type", "rope_scaling.rope_type"}) {
+  // (safetensors_file flattens the object into dotted keys and drops nulls.)
+  for (std::string_view k :
+       {"rope_scaling", "rope_scaling.type", "rope_scaling.rope_type", "rope_scaling.factor"}) {
     if (s.find_metadata(k) != nullptr) {
       config_error(file, "config key '" + std::string(k) + "'", "RoPE scaling is not supported");
     }

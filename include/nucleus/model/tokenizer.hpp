@@ -121,6 +121,17 @@ inline void validate_utf8(std::string_view s) {
   }
 }
 
+// The code point of one well-formed UTF-8 sequence.
+inline std::uint32_t decode_one(std::string_view seq) {
+  const auto c = static_cast<unsigned char>(seq[0]);
+  std::uint32_t cpt = seq.size() == 1   ? c
+                      : seq.size() == 2 ? (c & 0x1f)
+                      : seq.size() == 3 ? (c & 0x0f)
+                                        : (c & 0x07);
+  for (std::size_t k = 1; k < seq.size(); ++k) cpt = (cpt << 6) | (static_cast<unsigned char>(seq[k]) & 0x3f);
+  return cpt;
+}
+
 // Decodes already validated UTF-8, recording where each code point starts (plus the end).
 inline void decode_utf8(std::string_view s, std::vector<std::uint32_t>& cpts,
                         std::vector<std::uint32_t>& starts) {
@@ -129,14 +140,71 @@ inline void decode_utf8(std::string_view s, std::vector<std::uint32_t>& cpts,
   for (std::size_t i = 0; i < s.size();) {
     const auto c = static_cast<unsigned char>(s[i]);
     const std::size_t n = c < 0x80 ? 1 : c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;
-    std::uint32_t cpt = n == 1 ? c : n == 2 ? (c & 0x1f) : n == 3 ? (c & 0x0f) : (c & 0x07);
-    for (std::size_t k = 1; k < n; ++k) cpt = (cpt << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3f);
-    cpts.push_back(cpt);
+    cpts.push_back(n == 1 ? c : decode_one(s.substr(i, n)));
     starts.push_back(static_cast<std::uint32_t>(i));
     i += n;
   }
   starts.push_back(static_cast<std::uint32_t>(s.size()));
 }
+
+// Merge rules by (left id, right id): open addressing with linear probing, because the lookup is
+// the BPE loop's hot spot and std::unordered_map's node chasing doubled its cost.
+class pair_table {
+ public:
+  struct value {
+    std::int32_t rank, result;
+  };
+
+  void reserve(std::size_t n) {
+    std::size_t cap = 16;
+    while (cap < 2 * n) cap *= 2;
+    slots_.assign(cap, slot{empty, {}});
+  }
+
+  // Keeps the first value stored under a key.
+  void try_emplace(std::uint64_t key, value v) {
+    if (2 * (size_ + 1) > slots_.size()) grow();
+    for (std::size_t i = hash(key) & mask();; i = (i + 1) & mask()) {
+      if (slots_[i].key == key) return;
+      if (slots_[i].key == empty) {
+        slots_[i] = {key, v};
+        ++size_;
+        return;
+      }
+    }
+  }
+
+  const value* find(std::uint64_t key) const {
+    if (slots_.empty()) return nullptr;
+    for (std::size_t i = hash(key) & mask();; i = (i + 1) & mask()) {
+      if (slots_[i].key == key) return &slots_[i].value;
+      if (slots_[i].key == empty) return nullptr;
+    }
+  }
+
+ private:
+  static constexpr std::uint64_t empty = ~std::uint64_t{0};  // ids are never -1, so no key is this
+  struct slot {
+    std::uint64_t key;
+    value value;
+  };
+  static std::size_t hash(std::uint64_t k) {
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    return static_cast<std::size_t>(k);
+  }
+  std::size_t mask() const { return slots_.size() - 1; }
+  void grow() {
+    std::vector<slot> old = std::move(slots_);
+    slots_.assign(old.empty() ? 16 : 2 * old.size(), slot{empty, {}});
+    size_ = 0;
+    for (const slot& s : old)
+      if (s.key != empty) try_emplace(s.key, s.value);
+  }
+  std::vector<slot> slots_;
+  std::size_t size_ = 0;
+};
 
 struct string_hash {
   using is_transparent = void;
@@ -200,10 +268,6 @@ class tokenizer {
   struct fragment {
     std::size_t begin, size;
     std::int32_t token;  // -1: raw text still to tokenize
-  };
-
-  struct merge_rule {
-    std::int32_t rank, result;
   };
 
   struct symbol {
@@ -275,17 +339,6 @@ class tokenizer {
     // A repeated spelling maps to its last id, as in llama.cpp.
     for (std::size_t i = 0; i < n; ++i) token_to_id_[data_.tokens[i]] = static_cast<std::int32_t>(i);
 
-    for (int b = 0; b < 256; ++b) {
-      std::string text;
-      detail::append_utf8(text, detail::byte_to_cpt[b]);
-      auto it = token_to_id_.find(text);
-      if (it == token_to_id_.end()) {
-        throw std::invalid_argument("tokenizer: not a byte-level BPE vocabulary: no token for byte " +
-                                    std::to_string(b) + " ('" + text + "')");
-      }
-      byte_token_[b] = it->second;
-    }
-
     for (std::size_t i = 0; i < n; ++i) {
       const auto t = type(static_cast<std::int32_t>(i));
       const bool special = t == detail::token_type::control || t == detail::token_type::unknown ||
@@ -313,6 +366,21 @@ class tokenizer {
     // A merge may yield a string the vocabulary lacks; it still takes part in later merges, so it
     // gets an id past the vocabulary (emitted as its bytes if it survives).
     std::unordered_map<std::string, std::int32_t, detail::string_hash, std::equal_to<>> extra;
+    // Some vocabularies lack a few byte symbols (SmolLM2 has no U+0004, no 0xF1 lead byte, ...). Such a
+    // byte still forms a symbol that merges may name, but on its own it is dropped, as in llama.cpp.
+    for (int b = 0; b < 256; ++b) {
+      std::string text;
+      detail::append_utf8(text, detail::byte_to_cpt[b]);
+      if (auto it = token_to_id_.find(text); it != token_to_id_.end()) {
+        byte_token_[b] = it->second;
+      } else if (b == ' ') {
+        throw std::invalid_argument(
+            "tokenizer: not a byte-level BPE vocabulary: no token 'Ġ' for the space byte");
+      } else {
+        byte_token_[b] = n + static_cast<std::int32_t>(extra.size());
+        extra.emplace(std::move(text), byte_token_[b]);
+      }
+    }
     const auto lookup = [&](std::string_view s) -> std::int32_t {
       if (auto it = token_to_id_.find(s); it != token_to_id_.end()) return it->second;
       if (auto it = extra.find(s); it != extra.end()) return it->second;
@@ -332,7 +400,7 @@ class tokenizer {
     for (std::size_t i = 0; i < parts.size(); ++i) {
       const std::int32_t left = lookup(parts[i].first), right = lookup(parts[i].second);
       if (left < 0 || right < 0) continue;  // no symbol can ever spell it
-      merges_.try_emplace(pair_key(left, right), merge_rule{static_cast<std::int32_t>(i), results[i]});
+      merges_.try_emplace(pair_key(left, right), {static_cast<std::int32_t>(i), results[i]});
     }
   }
 
@@ -371,9 +439,7 @@ class tokenizer {
         out += text[i++];
         continue;
       }
-      std::vector<std::uint32_t> cpt, starts;
-      detail::decode_utf8(text.substr(i, n), cpt, starts);
-      const int b = detail::cpt_to_byte(cpt[0]);
+      const int b = detail::cpt_to_byte(detail::decode_one(text.substr(i, n)));
       if (b >= 0) {
         out += static_cast<char>(b);
       } else {
@@ -400,8 +466,8 @@ class tokenizer {
   // llama.cpp's tokenizer_st_partition: each special token in turn, longest first, cuts every raw
   // fragment at each of its occurrences.
   std::vector<fragment> split_special(std::string_view text, bool parse_special) const {
-    std::vector<fragment> frags{{0, text.size(), -1}}, next;
     if (text.empty()) return {};
+    std::vector<fragment> frags{{0, text.size(), -1}}, next;
     for (std::int32_t id : special_by_length_) {
       if (!parse_special && type(id) != detail::token_type::user_defined) continue;
       const std::string& spelling = data_.tokens[id];
@@ -501,8 +567,12 @@ class tokenizer {
   // with a heap of candidate pairs, so a long word costs O(n log n).
   void encode_word(std::string_view word, std::vector<std::int32_t>& out, scratch& s) const {
     const auto n = static_cast<std::int32_t>(word.size());
+    const auto emit_byte = [&](char c) {
+      const std::int32_t id = byte_token_[static_cast<unsigned char>(c)];
+      if (id < vocab_size()) out.push_back(id);
+    };
     if (n == 1) {
-      out.push_back(byte_token_[static_cast<unsigned char>(word[0])]);
+      emit_byte(word[0]);
       return;
     }
     auto& sym = s.symbols;
@@ -517,9 +587,9 @@ class tokenizer {
     };
     const auto consider = [&](std::int32_t left, std::int32_t right) {
       if (left < 0 || right < 0) return;
-      auto it = merges_.find(pair_key(sym[left].id, sym[right].id));
-      if (it == merges_.end()) return;
-      heap.push_back({it->second.rank, left, right, sym[left].id, sym[right].id, it->second.result});
+      const auto* rule = merges_.find(pair_key(sym[left].id, sym[right].id));
+      if (rule == nullptr) return;
+      heap.push_back({rule->rank, left, right, sym[left].id, sym[right].id, rule->result});
       std::push_heap(heap.begin(), heap.end(), later);
     };
     for (std::int32_t i = 1; i < n; ++i) consider(i - 1, i);
@@ -543,10 +613,8 @@ class tokenizer {
     for (std::int32_t i = 0; i >= 0; i = sym[i].next) {
       if (sym[i].id < vocab_size()) {
         out.push_back(sym[i].id);
-      } else {  // a merge result the vocabulary lacks: fall back to its bytes
-        for (std::uint32_t k = 0; k < sym[i].size; ++k) {
-          out.push_back(byte_token_[static_cast<unsigned char>(word[i + k])]);
-        }
+      } else {  // a symbol the vocabulary lacks: fall back to its bytes
+        for (std::uint32_t k = 0; k < sym[i].size; ++k) emit_byte(word[i + k]);
       }
     }
   }
@@ -555,7 +623,7 @@ class tokenizer {
   pre_split pre_ = pre_split::gpt2;
   std::unordered_map<std::string, std::int32_t, detail::string_hash, std::equal_to<>> token_to_id_;
   std::array<std::int32_t, 256> byte_token_{};
-  std::unordered_map<std::uint64_t, merge_rule> merges_;
+  detail::pair_table merges_;
   std::vector<std::int32_t> special_by_length_;
   std::vector<std::string> pieces_;  // decoded bytes of each token
 };

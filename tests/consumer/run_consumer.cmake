@@ -1,0 +1,18 @@
+# cmake -P script: builds and runs the consumer project against nucleus in one MODE.
+function(run)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "failed (${rc}): ${ARGN}\n${out}\n${err}")
+  endif()
+endfunction()
+file(REMOVE_RECURSE ${WORK})
+set(args -DNUCLEUS_MODE=${MODE} -DNUCLEUS_SOURCE=${NUCLEUS_SOURCE} -DCMAKE_BUILD_TYPE=Release)
+if(MODE STREQUAL "find_package")
+  run(${CMAKE_COMMAND} -S ${NUCLEUS_SOURCE} -B ${WORK}/nucleus-build -DNUCLEUS_BUILD_TESTS=OFF
+      -DNUCLEUS_BUILD_BENCH=OFF -DNUCLEUS_BUILD_EXAMPLES=OFF -DNUCLEUS_INSTALL=ON)
+  run(${CMAKE_COMMAND} --install ${WORK}/nucleus-build --prefix ${WORK}/prefix)
+  list(APPEND args -DCMAKE_PREFIX_PATH=${WORK}/prefix)
+endif()
+run(${CMAKE_COMMAND} -S ${CONSUMER_SOURCE} -B ${WORK}/build ${args})
+run(${CMAKE_COMMAND} --build ${WORK}/build)
+run(${WORK}/build/consumer)
