@@ -151,7 +151,7 @@ inline void decode_utf8(std::string_view s, std::vector<std::uint32_t>& cpts,
 // the BPE loop's hot spot and std::unordered_map's node chasing doubled its cost.
 class pair_table {
  public:
-  struct value {
+  struct rule {
     std::int32_t rank, result;
   };
 
@@ -162,7 +162,7 @@ class pair_table {
   }
 
   // Keeps the first value stored under a key.
-  void try_emplace(std::uint64_t key, value v) {
+  void try_emplace(std::uint64_t key, rule v) {
     if (2 * (size_ + 1) > slots_.size()) grow();
     for (std::size_t i = hash(key) & mask();; i = (i + 1) & mask()) {
       if (slots_[i].key == key) return;
@@ -174,7 +174,7 @@ class pair_table {
     }
   }
 
-  const value* find(std::uint64_t key) const {
+  const rule* find(std::uint64_t key) const {
     if (slots_.empty()) return nullptr;
     for (std::size_t i = hash(key) & mask();; i = (i + 1) & mask()) {
       if (slots_[i].key == key) return &slots_[i].value;
@@ -186,7 +186,7 @@ class pair_table {
   static constexpr std::uint64_t empty = ~std::uint64_t{0};  // ids are never -1, so no key is this
   struct slot {
     std::uint64_t key;
-    value value;
+    rule value;
   };
   static std::size_t hash(std::uint64_t k) {
     k ^= k >> 33;
@@ -224,6 +224,9 @@ class tokenizer {
   // Token ids of UTF-8 text, with BOS first when the vocabulary asks for it. parse_special: text that
   // spells a control token (e.g. "<|im_start|>") becomes that token; user-defined tokens always do.
   std::vector<std::int32_t> encode(std::string_view utf8, bool parse_special = true) const {
+    if (utf8.size() > std::numeric_limits<std::uint32_t>::max()) {
+      throw std::length_error("tokenizer::encode: input of 4 GiB or more");  // offsets are 32-bit
+    }
     detail::validate_utf8(utf8);
     std::vector<std::int32_t> out;
     if (data_.add_bos && data_.bos >= 0) out.push_back(data_.bos);
@@ -402,6 +405,7 @@ class tokenizer {
       if (left < 0 || right < 0) continue;  // no symbol can ever spell it
       merges_.try_emplace(pair_key(left, right), {static_cast<std::int32_t>(i), results[i]});
     }
+    data_.merges = {};  // all in merges_ now
   }
 
   void build_pieces() {
