@@ -1,0 +1,186 @@
+// What every nucleus benchmark shares: the vocabularies, the peaky logits, one workspace, and the
+// one-pass baseline that turns a time into `passes`.
+//
+// A time alone says little across machines; the same time divided by the fastest possible read of
+// the row (a SIMD sum, BM_onepass) says how many row-reads a sampler costs, which carries over.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <time.h>
+
+#include <benchmark/benchmark.h>
+#include <xsimd/xsimd.hpp>
+
+#include "nucleus/nucleus.hpp"
+
+namespace nucleus::bench {
+
+// Llama-2, Llama-3, Qwen2, Qwen3-Next and Gemma-3 vocabularies.
+inline constexpr std::array<std::int64_t, 5> vocab_sizes{32000, 128256, 151936, 248320, 262144};
+
+using aligned_floats = std::vector<float, xsimd::aligned_allocator<float>>;
+
+// Normal(0, 2.5) with a few spikes at +12..+16: the shape of a confident language model, where a
+// handful of tokens hold most of the mass at T <= 1 and the tail matters once T rises.
+inline aligned_floats make_peaky_logits(std::size_t vocab, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> body(0.0f, 2.5f);
+  aligned_floats x(vocab);
+  for (float& v : x) v = body(rng);
+  std::uniform_int_distribution<std::size_t> where(0, vocab - 1);
+  std::uniform_real_distribution<float> height(12.0f, 16.0f);
+  const std::size_t spikes = std::min<std::size_t>(8, vocab);
+  for (std::size_t s = 0; s < spikes; ++s) x[where(rng)] = height(rng);
+  return x;
+}
+
+// One row per vocabulary, built once: every benchmark at the same V reads the same bits.
+inline std::span<const float> peaky_logits(std::size_t vocab) {
+  static std::map<std::size_t, aligned_floats> rows;
+  auto it = rows.find(vocab);
+  if (it == rows.end())
+    it = rows.emplace(vocab, make_peaky_logits(vocab, 0x6E75636C65757300ull + vocab)).first;
+  return {it->second.data(), it->second.size()};
+}
+
+// One workspace for the whole run, sized for the largest row, so no benchmark times an allocation.
+inline nucleus::workspace& shared_workspace() {
+  static nucleus::workspace ws(static_cast<std::size_t>(vocab_sizes.back()));
+  return ws;
+}
+
+// The memory floor: every logit read once, four independent accumulators so the adds never wait on
+// one another. Nothing a sampler does can read the row faster.
+inline float onepass_sum(const float* x, std::size_t n) noexcept {
+  using batch = xsimd::batch<float>;
+  constexpr std::size_t w = batch::size;
+  batch a0(0.0f), a1(0.0f), a2(0.0f), a3(0.0f);
+  std::size_t i = 0;
+  for (; i + 4 * w <= n; i += 4 * w) {
+    a0 += batch::load_unaligned(x + i);
+    a1 += batch::load_unaligned(x + i + w);
+    a2 += batch::load_unaligned(x + i + 2 * w);
+    a3 += batch::load_unaligned(x + i + 3 * w);
+  }
+  for (; i + w <= n; i += w) a0 += batch::load_unaligned(x + i);
+  float s = xsimd::hadd((a0 + a1) + (a2 + a3));
+  for (; i < n; ++i) s += x[i];
+  return s;
+}
+
+namespace detail {
+
+inline bool& cpu_time_flag() {
+  static bool on = false;
+  return on;
+}
+
+}  // namespace detail
+
+// passes divides wall time (steady_clock) by default. --nucleus_cpu_time divides this thread's CPU
+// time instead, which other processes on a shared machine disturb far less.
+inline void use_cpu_time_for_passes(bool on) {
+  detail::cpu_time_flag() = on;
+}
+
+inline double now_ns() noexcept {
+#if defined(CLOCK_THREAD_CPUTIME_ID)
+  if (detail::cpu_time_flag()) {
+    timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) * 1e9 + static_cast<double>(ts.tv_nsec);
+  }
+#endif
+  return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+namespace detail {
+
+struct baseline_time {
+  double total_ns = 0.0;
+  double iterations = 0.0;
+};
+
+inline std::map<std::size_t, baseline_time>& baselines() {
+  static std::map<std::size_t, baseline_time> times;
+  return times;
+}
+
+// Used only when the filter left BM_onepass out: a short in-process measurement instead.
+inline double calibrate_onepass(std::size_t vocab) {
+  const std::span<const float> x = peaky_logits(vocab);
+  for (int i = 0; i < 16; ++i) benchmark::DoNotOptimize(onepass_sum(x.data(), x.size()));
+  double best = 0.0;
+  for (int round = 0; round < 5; ++round) {
+    std::int64_t iters = 0;
+    const double t0 = now_ns();
+    double t1 = t0;
+    do {
+      benchmark::DoNotOptimize(onepass_sum(x.data(), x.size()));
+      ++iters;
+      t1 = now_ns();
+    } while (t1 - t0 < 20e6);
+    const double ns = (t1 - t0) / static_cast<double>(iters);
+    best = round == 0 ? ns : std::min(best, ns);
+  }
+  return best;
+}
+
+}  // namespace detail
+
+// Time-weighted over every BM_onepass run at this V so far (the framework's short trial runs weigh
+// little next to the final one, and repetitions average in).
+inline void record_baseline(std::size_t vocab, double total_ns, std::int64_t iterations) {
+  detail::baseline_time& b = detail::baselines()[vocab];
+  b.total_ns += total_ns;
+  b.iterations += static_cast<double>(iterations);
+}
+
+inline double baseline_ns(std::size_t vocab) {
+  detail::baseline_time& b = detail::baselines()[vocab];
+  if (b.iterations == 0.0) {
+    b.total_ns = detail::calibrate_onepass(vocab);
+    b.iterations = 1.0;
+  }
+  return b.total_ns / b.iterations;
+}
+
+// Runs the benchmark loop around `body` and reports passes = time per iteration / BM_onepass's.
+template <class Body>
+void run_with_passes(benchmark::State& state, std::size_t vocab, Body&& body) {
+  const double base = baseline_ns(vocab);  // outside the loop: a calibration is never timed
+  const double t0 = now_ns();
+  for (auto _ : state) body();
+  const double t1 = now_ns();
+  state.counters["passes"] = (t1 - t0) / static_cast<double>(state.iterations()) / base;
+}
+
+inline void BM_onepass(benchmark::State& state) {
+  const auto vocab = static_cast<std::size_t>(state.range(0));
+  const std::span<const float> x = peaky_logits(vocab);
+  const double t0 = now_ns();
+  for (auto _ : state) benchmark::DoNotOptimize(onepass_sum(x.data(), x.size()));
+  const double total = now_ns() - t0;
+  record_baseline(vocab, total, state.iterations());
+  state.counters["passes"] = total / static_cast<double>(state.iterations()) / baseline_ns(vocab);
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(vocab * sizeof(float)));
+}
+
+// Registers BM_onepass for every vocabulary; call before anything that reports passes.
+inline void register_onepass() {
+  auto* b = benchmark::RegisterBenchmark("BM_onepass", BM_onepass)->Unit(benchmark::kMicrosecond);
+  for (std::int64_t v : vocab_sizes) b->Arg(v);
+}
+
+}  // namespace nucleus::bench

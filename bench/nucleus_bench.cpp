@@ -1,0 +1,112 @@
+// The nucleus benchmarks: every common sampler chain on peaky logits at real vocabulary sizes, each
+// reporting `passes`, its time as a multiple of one SIMD read of the row (BM_onepass, run first).
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include "harness.hpp"
+#include "nucleus/nucleus.hpp"
+
+namespace nc = nucleus;
+namespace nb = nucleus::bench;
+
+namespace {
+
+// A drawing chain, with the draw key's position moving every iteration so each draw is a new one.
+template <class Chain>
+void bench_draw(benchmark::State& state, const Chain& chain) {
+  const auto vocab = static_cast<std::size_t>(state.range(0));
+  const std::span<const float> x = nb::peaky_logits(vocab);
+  nc::workspace& ws = nb::shared_workspace();
+  std::uint64_t position = 0;
+  nb::run_with_passes(state, vocab, [&] {
+    nc::sample_result r = chain(x, ws, nc::draw_key{0x5EED, position++});
+    benchmark::DoNotOptimize(r);
+  });
+}
+
+void BM_argmax(benchmark::State& state) {
+  const auto vocab = static_cast<std::size_t>(state.range(0));
+  const std::span<const float> x = nb::peaky_logits(vocab);
+  nc::workspace& ws = nb::shared_workspace();
+  const auto greedy = nc::argmax();
+  nb::run_with_passes(state, vocab, [&] {
+    nc::sample_result r = greedy(x, ws);
+    benchmark::DoNotOptimize(r);
+  });
+}
+
+void BM_log_softmax(benchmark::State& state) {
+  const auto vocab = static_cast<std::size_t>(state.range(0));
+  const std::span<const float> x = nb::peaky_logits(vocab);
+  nb::aligned_floats out(vocab);
+  nb::run_with_passes(state, vocab, [&] {
+    nc::status s = nc::log_softmax(x, out);
+    benchmark::DoNotOptimize(s);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  });
+}
+
+void BM_dist(benchmark::State& state) {
+  bench_draw(state, nc::categorical());
+}
+
+void BM_topk_chain(benchmark::State& state) {
+  bench_draw(state, nc::top_k(40) | nc::temperature(0.7f) | nc::categorical());
+}
+
+void BM_topp_chain(benchmark::State& state) {
+  bench_draw(state, nc::temperature(0.7f) | nc::top_p(0.9f) | nc::categorical());
+}
+
+void BM_default_chain(benchmark::State& state) {
+  bench_draw(state,
+             nc::top_k(40) | nc::top_p(0.95f) | nc::min_p(0.05f) | nc::temperature(0.8f) | nc::categorical());
+}
+
+void BM_minp_chain(benchmark::State& state) {
+  bench_draw(state, nc::min_p(0.05f) | nc::categorical());
+}
+
+void BM_flat_topp_chain(benchmark::State& state) {
+  bench_draw(state, nc::temperature(2.0f) | nc::top_p(0.9f) | nc::categorical());
+}
+
+void BM_top_logprobs(benchmark::State& state) {
+  const auto vocab = static_cast<std::size_t>(state.range(0));
+  const std::span<const float> x = nb::peaky_logits(vocab);
+  nc::workspace& ws = nb::shared_workspace();
+  nb::run_with_passes(state, vocab, [&] {
+    std::span<const nc::token_logprob> top = nc::top_logprobs(x, 8, ws);
+    benchmark::DoNotOptimize(top.data());
+    benchmark::DoNotOptimize(top.size());
+  });
+}
+
+void register_chains() {
+  const std::pair<const char*, void (*)(benchmark::State&)> benches[] = {
+      {"BM_argmax", BM_argmax},
+      {"BM_log_softmax", BM_log_softmax},
+      {"BM_dist", BM_dist},
+      {"BM_topk_chain", BM_topk_chain},
+      {"BM_topp_chain", BM_topp_chain},
+      {"BM_default_chain", BM_default_chain},
+      {"BM_minp_chain", BM_minp_chain},
+      {"BM_flat_topp_chain", BM_flat_topp_chain},
+      {"BM_top_logprobs", BM_top_logprobs},
+  };
+  for (const auto& [name, fn] : benches) {
+    auto* b = benchmark::RegisterBenchmark(name, fn)->Unit(benchmark::kMicrosecond);
+    for (std::int64_t v : nb::vocab_sizes) b->Arg(v);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return nb::run(argc, argv, register_chains);
+}
