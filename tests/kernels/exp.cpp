@@ -20,10 +20,10 @@ double ulps(float got, double exact) {
 }
 }  // namespace
 
-TEST_CASE("exp is within 2 ulp on [-87, 0] and pack equals scalar bit for bit") {
+TEST_CASE("exp is within 2 ulp on (-86, 0] and pack equals scalar bit for bit") {
   std::vector<float> ys;
-  for (float y = -87.0f; y <= 0.0f; y += 0.000731f) ys.push_back(y);
-  for (float y : {-0.0f, 0.0f, -1e-30f, -1e-7f, -0.5f, -0.34657f, -0.34658f, -86.99f, -86.9999f})
+  for (float y = -85.999f; y <= 0.0f; y += 0.000731f) ys.push_back(y);
+  for (float y : {-0.0f, 0.0f, -1e-30f, -1e-7f, -0.5f, -0.34657f, -0.34658f, -85.99f, -85.9999f})
     ys.push_back(y);
   while (ys.size() % d::lanes) ys.push_back(-1.0f);
   double worst = 0.0;
@@ -33,15 +33,15 @@ TEST_CASE("exp is within 2 ulp on [-87, 0] and pack equals scalar bit for bit") 
   for (std::size_t i = 0; i < ys.size(); ++i) {
     const float s = d::exp(ys[i]);
     REQUIRE(std::bit_cast<std::uint32_t>(s) == std::bit_cast<std::uint32_t>(packed[i]));
-    if (ys[i] > -87.0f) worst = std::max(worst, ulps(s, std::exp(static_cast<double>(ys[i]))));
+    if (ys[i] > -86.0f) worst = std::max(worst, ulps(s, std::exp(static_cast<double>(ys[i]))));
   }
   INFO("worst error " << worst << " ulp over " << ys.size() << " arguments");
   CHECK(worst <= 2.0);
 }
 
-TEST_CASE("exp gives 0 for -inf, NaN and arguments at or below -87") {
+TEST_CASE("exp gives 0 for -inf, NaN and arguments at or below -86") {
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  for (float y : {-std::numeric_limits<float>::infinity(), nan, -87.0f, -100.0f, -1e30f}) {
+  for (float y : {-std::numeric_limits<float>::infinity(), nan, -86.0f, -87.0f, -100.0f, -1e30f}) {
     CHECK(d::exp(y) == 0.0f);
     const d::fpack p = d::exp(d::splat(y));
     const d::lane_array a = d::to_lanes(p);

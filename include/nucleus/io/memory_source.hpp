@@ -53,8 +53,9 @@ class memory_source : public detail::metadata_lookups<memory_source> {
                              (expected ? std::to_string(*expected) : std::string("more")));
     }
     order_.push_back(name);
-    auto [it, inserted] = tensors_.emplace(name, tensor_view{std::move(name), std::move(shape), type, bytes});
-    return it->second;
+    std::string key = name;
+    return tensors_.emplace(std::move(key), tensor_view{std::move(name), std::move(shape), type, bytes})
+        .first->second;
   }
 
   // Borrows f32 values.

@@ -44,7 +44,7 @@ struct argmax_result {
 inline argmax_result argmax(const float* x, std::size_t n) noexcept {
   constexpr std::size_t block = 16 * lanes;
   fpack best = splat(-inf());
-  ipack best_block = splat_i(-1);
+  fpack best_block = splat(-1.0f);  // block numbers stay below 2^24: exact in float
   for (std::size_t b0 = 0; b0 < n; b0 += block) {
     const std::size_t len = n - b0 < block ? n - b0 : block;
     fpack bm = splat(-inf());
@@ -52,17 +52,16 @@ inline argmax_result argmax(const float* x, std::size_t n) noexcept {
     const mpack up = gt(bm, best);
     if (!any(up)) continue;
     best = select(up, bm, best);
-    best_block = select(up, splat_i(static_cast<std::int32_t>(b0 / block)), best_block);
+    best_block = select(up, splat(static_cast<float>(b0 / block)), best_block);
   }
   const lane_array a = to_lanes(best);
-  alignas(64) std::int32_t ab[lanes];
-  store_i(ab, best_block);
+  const lane_array ab = to_lanes(best_block);
   float m = -inf();
   for (float v : a.v) m = v > m ? v : m;
   if (!(m > -inf())) return {-inf(), -1};
-  std::int32_t first = -1;
+  float first = -1.0f;
   for (std::size_t l = 0; l < lanes; ++l)
-    if (a.v[l] == m && (first < 0 || ab[l] < first)) first = ab[l];
+    if (a.v[l] == m && (first < 0.0f || ab.v[l] < first)) first = ab.v[l];
   const std::size_t b0 = static_cast<std::size_t>(first) * block;
   const std::size_t end = n - b0 < block ? n : b0 + block;
   for (std::size_t i = b0; i < end; ++i)

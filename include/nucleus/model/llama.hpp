@@ -87,7 +87,7 @@ class llama {
   vector output_norm_;
   std::vector<layer> layers_;
   kv_cache cache_;
-  std::vector<double> inv_freq_;  // [head_dim / 2]
+  std::vector<double> inv_freq_;         // [head_dim / 2]
 
   // decode() scratch, sized at load.
   vector x_, h_, qkv_, attn_, gate_up_, act_, scores_, cos_, sin_;
@@ -335,6 +335,7 @@ inline std::span<const float> llama::decode(std::int32_t token) {
     for (std::int64_t h = 0; h < c.n_heads; ++h) {
       if (c.qk_norm) detail::rms_norm(q + h * hd, L.q_norm.data(), hd, c.rms_eps, q + h * hd);
       detail::rope_rotate_half(q + h * hd, cos_.data(), sin_.data(), half);
+      Eigen::Map<vector>(q + h * hd, hd) *= scale;  // here, not on the scores: Eigen would need a temporary
     }
     for (std::int64_t g = 0; g < c.n_kv_heads; ++g) {
       if (c.qk_norm) detail::rms_norm(k + g * hd, L.k_norm.data(), hd, c.rms_eps, k + g * hd);
@@ -345,7 +346,7 @@ inline std::span<const float> llama::decode(std::int32_t token) {
     for (std::int64_t h = 0; h < c.n_heads; ++h) {
       const std::int64_t g = h / group;
       auto s = scores_.head(pos + 1);
-      s.noalias() = (cache_.keys(l, g, pos + 1) * Eigen::Map<const vector>(q + h * hd, hd)) * scale;
+      s.noalias() = cache_.keys(l, g, pos + 1) * Eigen::Map<const vector>(q + h * hd, hd);
       detail::softmax(s.data(), pos + 1);
       attn_.segment(h * hd, hd).noalias() = cache_.values(l, g, pos + 1).transpose() * s;
     }
@@ -403,6 +404,7 @@ inline void llama::prefill_chunk_at(std::span<const std::int32_t> tokens, float*
       for (std::int64_t h = 0; h < c.n_heads; ++h) {
         if (c.qk_norm) detail::rms_norm(q + h * hd, L.q_norm.data(), hd, c.rms_eps, q + h * hd);
         detail::rope_rotate_half(q + h * hd, cos.row(t).data(), sin.row(t).data(), half);
+        Eigen::Map<vector>(q + h * hd, hd) *= scale;
       }
       for (std::int64_t g = 0; g < c.n_kv_heads; ++g) {
         if (c.qk_norm) detail::rms_norm(k + g * hd, L.k_norm.data(), hd, c.rms_eps, k + g * hd);
@@ -413,7 +415,7 @@ inline void llama::prefill_chunk_at(std::span<const std::int32_t> tokens, float*
     }
     for (std::int64_t h = 0; h < c.n_heads; ++h) {
       const std::int64_t g = h / group;
-      S.noalias() = (QKV.middleCols(h * hd, hd) * cache_.keys(l, g, p0 + n).transpose()) * scale;
+      S.noalias() = QKV.middleCols(h * hd, hd) * cache_.keys(l, g, p0 + n).transpose();
       for (std::int64_t t = 0; t < n; ++t) {  // causal: position p0 + t sees keys 0 .. p0 + t
         detail::softmax(S.row(t).data(), p0 + t + 1);
         S.row(t).tail(n - 1 - t).setZero();

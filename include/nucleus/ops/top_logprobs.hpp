@@ -26,14 +26,14 @@ inline std::span<const token_logprob> top_logprobs(std::span<const float> logits
   if (c == 0) return {};
   token_logprob* out = ws.top.ensure(c);
   const float m = key_value(keys[0]);
-  double lse;
   if (m == inf()) {
     std::size_t infs = 0;
     for (float x : logits) infs += x == inf();
-    lse = std::log(static_cast<double>(infs));
-    for (std::size_t i = 0; i < c; ++i)
-      out[i] = {key_id(keys[i]), key_value(keys[i]) == inf() ? static_cast<float>(-lse) : -inf()};
-    return {out, c};
+    // only the +inf tokens are candidates (docs/semantics.md); they rank first
+    const std::size_t shown = c < infs ? c : infs;
+    const auto lp = static_cast<float>(-std::log(static_cast<double>(infs)));
+    for (std::size_t i = 0; i < shown; ++i) out[i] = {key_id(keys[i]), lp};
+    return {out, shown};
   }
   const auto lse_f = static_cast<float>(std::log(exp_sum(logits.data(), v, m, 1.0f, nullptr, block_elems)));
   for (std::size_t i = 0; i < c; ++i) out[i] = {key_id(keys[i]), (key_value(keys[i]) - m) - lse_f};

@@ -123,13 +123,23 @@ NUCLEUS_PACK_BINARY(sub, a.r[i] - b.r[i])
 NUCLEUS_PACK_BINARY(mul, a.r[i] * b.r[i])
 #undef NUCLEUS_PACK_BINARY
 
+// xsimd 8.1 has no AVX-512 fma (it falls back to a*b+c, two roundings): fuse by hand, like madd(float).
+NUCLEUS_INLINE native register_fma(const native& a, const native& b, const native& c) noexcept {
+#if defined(__AVX512F__)
+  return _mm512_fmadd_ps(a, b, c);
+#elif defined(__AVX__) && defined(__FMA__)
+  return _mm256_fmadd_ps(a, b, c);
+#elif defined(__x86_64__) || defined(__i386__)
+  static_assert(!has_fma, "nucleus: FMA without AVX is not a target nucleus knows");
+  return a * b + c;
+#else
+  return xsimd::fma(a, b, c);  // NEON: a fused instruction, matching std::fma
+#endif
+}
+
 NUCLEUS_INLINE fpack madd(const fpack& a, const fpack& b, const fpack& c) noexcept {
   fpack v;
-  if constexpr (has_fma) {
-    NUCLEUS_PACK_EACH(i) v.r[i] = xsimd::fma(a.r[i], b.r[i], c.r[i]);
-  } else {
-    NUCLEUS_PACK_EACH(i) v.r[i] = a.r[i] * b.r[i] + c.r[i];
-  }
+  NUCLEUS_PACK_EACH(i) v.r[i] = register_fma(a.r[i], b.r[i], c.r[i]);
   return v;
 }
 
@@ -147,11 +157,6 @@ NUCLEUS_PACK_COMPARE(eq, ==)
 NUCLEUS_INLINE fpack select(const mpack& m, const fpack& a, const fpack& b) noexcept {
   fpack v;
   NUCLEUS_PACK_EACH(i) v.r[i] = xsimd::select(m.r[i], a.r[i], b.r[i]);
-  return v;
-}
-NUCLEUS_INLINE ipack select(const mpack& m, const ipack& a, const ipack& b) noexcept {
-  ipack v;
-  NUCLEUS_PACK_EACH(i) v.r[i] = xsimd::select(xsimd::bool_cast(m.r[i]), a.r[i], b.r[i]);
   return v;
 }
 // a > b ? a : b per lane (so a NaN in a yields b): the max instruction's own rule.
@@ -262,11 +267,6 @@ NUCLEUS_LANE_COMPARE(eq, ==)
 
 NUCLEUS_INLINE fpack select(const mpack& m, const fpack& a, const fpack& b) noexcept {
   fpack v;
-  NUCLEUS_LANE_EACH(l) v.r[l] = m.r[l] ? a.r[l] : b.r[l];
-  return v;
-}
-NUCLEUS_INLINE ipack select(const mpack& m, const ipack& a, const ipack& b) noexcept {
-  ipack v;
   NUCLEUS_LANE_EACH(l) v.r[l] = m.r[l] ? a.r[l] : b.r[l];
   return v;
 }
