@@ -1,0 +1,188 @@
+// Hot paths allocate nothing: after one warm-up call per chain with a workspace, further calls (same
+// or smaller rows) make no heap allocation. This TU replaces the global allocation functions.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cstdlib>
+#include <functional>
+#include <new>
+
+#include "reference/cases.hpp"
+
+namespace {
+
+std::atomic<std::uint64_t> allocations{0};
+
+void* counted(std::size_t n, std::size_t align) {
+  allocations.fetch_add(1, std::memory_order_relaxed);
+  if (n == 0) n = 1;
+  void* p = align <= alignof(std::max_align_t) ? std::malloc(n)
+                                               : std::aligned_alloc(align, (n + align - 1) / align * align);
+  return p;
+}
+
+}  // namespace
+
+void* operator new(std::size_t n) {
+  if (void* p = counted(n, 0)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) {
+  if (void* p = counted(n, 0)) return p;
+  throw std::bad_alloc();
+}
+void* operator new(std::size_t n, std::align_val_t a) {
+  if (void* p = counted(n, static_cast<std::size_t>(a))) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t n, std::align_val_t a) {
+  if (void* p = counted(n, static_cast<std::size_t>(a))) return p;
+  throw std::bad_alloc();
+}
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  return counted(n, 0);
+}
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
+  return counted(n, 0);
+}
+void* operator new(std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return counted(n, static_cast<std::size_t>(a));
+}
+void* operator new[](std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return counted(n, static_cast<std::size_t>(a));
+}
+void operator delete(void* p) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, std::size_t) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::align_val_t) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, std::align_val_t) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, const std::nothrow_t&) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, const std::nothrow_t&) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept {
+  std::free(p);
+}
+
+namespace nc = nucleus;
+namespace ref = nucleus_ref;
+
+namespace {
+
+struct rows {
+  std::vector<std::vector<float>> all;
+  rows(std::size_t V, std::uint64_t seed) {
+    ref::rng g(seed);
+    for (auto kind : ref::all_row_kinds) all.push_back(ref::make_row(kind, V, g));
+    all.push_back(ref::make_row(ref::row_kind::peaky, V / 3 + 1, g));  // smaller rows reuse the buffers
+    all.push_back(ref::make_row(ref::row_kind::uniform, 1, g));
+    all.push_back({});
+  }
+};
+
+// Allocations made by `calls` after one warm-up round of the same calls on the largest row.
+template <class F>
+std::uint64_t allocations_after_warmup(const rows& r, F&& calls) {
+  calls(r.all.front());
+  std::uint64_t before = allocations.load();
+  for (int round = 0; round < 3; ++round)
+    for (auto& row : r.all) calls(row);
+  return allocations.load() - before;
+}
+
+}  // namespace
+
+TEST_CASE("allocation: the counter sees allocations", "[core][allocation]") {
+  std::uint64_t before = allocations.load();
+  auto* v = new std::vector<float>(100);
+  delete v;
+  CHECK(allocations.load() - before >= 2);
+}
+
+TEST_CASE("allocation: chains allocate nothing after a warm-up call", "[core][allocation]") {
+  using call = std::function<void(std::span<const float>)>;
+  for (std::size_t V : {9u, 1000u, 151936u}) {
+    rows r(V, V);
+    nc::workspace ws[8];  // one per call: each warms up its own
+    std::vector<float> out(V);
+    auto full =
+        nc::top_k(40) | nc::top_p(0.95f) | nc::min_p(0.05f) | nc::temperature(0.8f) | nc::categorical();
+    auto hot = nc::temperature(0.7f) | nc::top_p(0.9f) | nc::categorical();
+    auto greedy = nc::min_p(0.1f) | nc::top_k(0) | nc::temperature(0.0f) | nc::categorical();
+    auto proc = nc::temperature(1.3f) | nc::top_k(100) | nc::top_p(0.8f);
+    std::pair<const char*, call> calls[] = {
+        {"categorical",
+         [&](std::span<const float> row) {
+           (void)nc::categorical()(row, ws[0], nc::draw_key{1, 2});
+         }},
+        {"argmax", [&](std::span<const float> row) { (void)nc::argmax()(row, ws[1]); }},
+        {"default chain",
+         [&](std::span<const float> row) {
+           (void)full(row, ws[2], nc::draw_key{3, 4});
+         }},
+        {"temperature | top_p",
+         [&](std::span<const float> row) {
+           (void)hot(row, ws[3], nc::draw_key{3, 4});
+         }},
+        {"T = 0 chain",
+         [&](std::span<const float> row) {
+           (void)greedy(row, ws[4], nc::draw_key{3, 4});
+         }},
+        {"distribution", [&](std::span<const float> row) { (void)proc(row, ws[5]); }},
+        {"top_p alone", [&](std::span<const float> row) { (void)nc::top_p(0.5f)(row, ws[6]); }},
+        {"top_logprobs", [&](std::span<const float> row) { (void)nc::top_logprobs(row, 8, ws[7]); }},
+        {"log_softmax",
+         [&](std::span<const float> row) {
+           if (!row.empty()) (void)nc::log_softmax(row, std::span<float>(out.data(), row.size()));
+         }},
+    };
+    for (auto& [name, f] : calls) {
+      std::uint64_t n = allocations_after_warmup(r, f);
+      INFO("V=" << V << " " << name);
+      CHECK(n == 0);
+    }
+  }
+}
+
+TEST_CASE("allocation: a workspace reserved for V allocates nothing even on the first call",
+          "[core][allocation]") {
+  // workspace::reserve(V) is documented to size every buffer for rows of up to V logits.
+  ref::rng g(9);
+  const std::size_t V = 50000;
+  auto row = ref::peaky_row(V, g);
+  nc::workspace ws(V);
+  auto chain =
+      nc::top_k(40) | nc::top_p(0.95f) | nc::min_p(0.05f) | nc::temperature(0.8f) | nc::categorical();
+  nc::workspace ws2;
+  ws2.reserve(V);
+  std::uint64_t before = allocations.load();
+  (void)chain(row, ws, nc::draw_key{1, 1});
+  (void)(nc::top_p(0.9f) | nc::categorical())(row, ws2, nc::draw_key{1, 1});
+  (void)nc::top_logprobs(row, 8, ws);
+  std::uint64_t n = allocations.load() - before;
+  CHECK(n == 0);
+}
