@@ -87,7 +87,7 @@ class llama {
   vector output_norm_;
   std::vector<layer> layers_;
   kv_cache cache_;
-  std::vector<double> inv_freq_;         // [head_dim / 2]
+  std::vector<double> inv_freq_;  // [head_dim / 2]
 
   // decode() scratch, sized at load.
   vector x_, h_, qkv_, attn_, gate_up_, act_, scores_, cos_, sin_;
