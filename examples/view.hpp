@@ -43,10 +43,15 @@ template <class Proc>
 void print_kept(const char* label, const Proc& proc, std::span<const float> logits,
                 const std::function<std::string(std::int32_t)>& text, workspace& ws) {
   const distribution d = proc(logits, ws);
+  std::vector<std::pair<float, std::int32_t>> rows;  // most likely first, whatever d's order
+  for (std::size_t i = 0; i < d.size(); ++i) rows.emplace_back(d.probs()[i], d.ids()[i]);
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  });
   std::printf("  %s keeps %zu:", label, d.size());
-  for (std::size_t i = 0; i < d.size() && i < 12; ++i)
-    std::printf(" '%s' %.1f%%", text(d.ids()[i]).c_str(), 100.0 * static_cast<double>(d.probs()[i]));
-  std::printf("%s\n", d.size() > 12 ? " ..." : "");
+  for (std::size_t i = 0; i < rows.size() && i < 10; ++i)
+    std::printf(" '%s' %.1f%%", text(rows[i].second).c_str(), 100.0 * static_cast<double>(rows[i].first));
+  std::printf("%s\n", d.size() > 10 ? " ..." : "");
 }
 
 }  // namespace nucleus::examples

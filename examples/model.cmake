@@ -1,0 +1,10 @@
+# The model examples: they link nucleus::model (Eigen, nlohmann-json).
+target_link_libraries(distribution PRIVATE nucleus::model)
+target_compile_definitions(distribution PRIVATE NUCLEUS_EXAMPLES_MODEL)
+add_executable(generate generate.cpp)
+target_link_libraries(generate PRIVATE nucleus::model CLI11::CLI11)
+target_compile_options(generate PRIVATE ${NUCLEUS_ARCH_FLAGS})
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  target_compile_options(distribution PRIVATE -Wno-maybe-uninitialized)
+  target_compile_options(generate PRIVATE -Wno-maybe-uninitialized)
+endif()
