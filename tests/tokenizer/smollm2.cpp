@@ -7,7 +7,6 @@
 
 #include "byte_symbols.hpp"
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -133,15 +132,14 @@ TEST_CASE("smollm2: streaming token_text joins to decode") {
   CHECK(joined == text);
 }
 
-TEST_CASE("smollm2: throughput") {
+// Speed is not measured here (tests do not time themselves); this pins that a multi-megabyte input
+// encodes and round-trips.
+TEST_CASE("smollm2: a 4 MB input round-trips") {
   const tokenizer& t = smollm2();
   std::string text;
   for (const auto& c : recorded().at("cases")) text += c.at("text").get<std::string>() + "\n";
   while (text.size() < (4u << 20)) text += text;
-  const auto start = std::chrono::steady_clock::now();
   const auto out = t.encode(text, false);
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("encode: %.1f MB in %.3f s = %.1f MB/s, %zu tokens\n", text.size() / 1e6, s,
-              text.size() / 1e6 / s, out.size());
+  CHECK(out.size() > text.size() / 16);
   CHECK(t.decode(out) == representable(t, text));
 }
