@@ -10,6 +10,7 @@
 
 #include "nucleus/core/distribution.hpp"
 #include "nucleus/core/draw_key.hpp"
+#include "nucleus/core/logit_types.hpp"
 #include "nucleus/core/result.hpp"
 #include "nucleus/core/row_state.hpp"
 #include "nucleus/core/workspace.hpp"
@@ -63,6 +64,14 @@ concept pipeable = std::derived_from<std::remove_cvref_t<T>, stage_base>;
 // draw_key) const`. Deriving from stage<Self> makes one stage callable like a chain of one.
 template <class Self>
 struct stage : stage_base {
+  template <logit_type T>
+  auto operator()(std::span<const T> logits, workspace& ws) const {
+    return chain<Self>(static_cast<const Self&>(*this))(logits, ws);
+  }
+  template <logit_type T>
+  sample_result operator()(std::span<const T> logits, workspace& ws, draw_key key) const {
+    return chain<Self>(static_cast<const Self&>(*this))(logits, ws, key);
+  }
   auto operator()(std::span<const float> logits, workspace& ws) const {
     return chain<Self>(static_cast<const Self&>(*this))(logits, ws);
   }
@@ -92,23 +101,45 @@ class chain : public stage_base {
   constexpr const std::tuple<S...>& stages() const noexcept { return stages_; }
 
   // Without a terminal: the processed distribution. Ending in argmax(): the greedy token.
-  auto operator()(std::span<const float> logits, workspace& ws) const {
+  // Rows may hold float, bf16 or f16 logits (see logit_types.hpp).
+  template <logit_type T>
+  auto operator()(std::span<const T> logits, workspace& ws) const {
     static_assert(!needs_key,
                   "nucleus: this chain draws (it ends in categorical()): call it with a draw_key, "
                   "chain(logits, ws, nucleus::draw_key{seed, position})");
     row_state s(logits, ws);
-    run_stages(s, std::make_index_sequence < ends_in_terminal ? count - 1 : count > {});
     if constexpr (ends_in_terminal) {
-      return std::get<count - 1>(stages_).finish(s, draw_key{});
+      return finish(s, draw_key{});
     } else {
+      apply(s);
       return s.materialize();
     }
   }
 
-  sample_result operator()(std::span<const float> logits, workspace& ws, draw_key key) const {
+  template <logit_type T>
+  sample_result operator()(std::span<const T> logits, workspace& ws, draw_key key) const {
     static_assert(ends_in_terminal,
                   "nucleus: a chain must end in a terminal such as categorical() or argmax() to draw");
     row_state s(logits, ws);
+    return finish(s, key);
+  }
+
+  // The same for a std::span<const float> spelled any way that converts (a vector, an array).
+  auto operator()(std::span<const float> logits, workspace& ws) const {
+    return this->operator()<float>(logits, ws);
+  }
+  sample_result operator()(std::span<const float> logits, workspace& ws, draw_key key) const {
+    return this->operator()<float>(logits, ws, key);
+  }
+
+  // Runs every non-terminal stage on a row already in a row_state (for code that prepares rows
+  // itself, such as the batch sampler); then finish() draws with the terminal.
+  void apply(row_state& s) const {
+    run_stages(s, std::make_index_sequence < ends_in_terminal ? count - 1 : count > {});
+  }
+  sample_result finish(row_state& s, draw_key key) const
+    requires(ends_in_terminal)
+  {
     run_stages(s, std::make_index_sequence<count - 1>{});
     return std::get<count - 1>(stages_).finish(s, key);
   }

@@ -10,6 +10,7 @@ enum class status : std::uint8_t {
   ok = 0,
   no_candidates,  // every logit was NaN or -inf: nothing can be drawn
   empty_row,      // the row had no logits at all
+  invalid_input,  // a request's token id or bitmask does not fit the row (engine layer); not sampled
 };
 
 constexpr std::string_view to_string(status s) noexcept {
@@ -20,6 +21,8 @@ constexpr std::string_view to_string(status s) noexcept {
       return "no_candidates";
     case status::empty_row:
       return "empty_row";
+    case status::invalid_input:
+      return "invalid_input";
   }
   return "unknown";
 }

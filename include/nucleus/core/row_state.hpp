@@ -8,6 +8,7 @@
 #include <span>
 
 #include "nucleus/core/distribution.hpp"
+#include "nucleus/core/logit_types.hpp"
 #include "nucleus/core/draw_key.hpp"
 #include "nucleus/core/result.hpp"
 #include "nucleus/core/workspace.hpp"
@@ -18,15 +19,29 @@ namespace nucleus {
 
 class row_state {
  public:
-  row_state(std::span<const float> row, workspace& ws) : ws_(ws), vals_(row.data()), n_(row.size()) {
+  template <logit_type T>
+  row_state(std::span<const T> row, workspace& ws)
+      : ws_(ws), src_(row.data()), src_type_(dtype_of<T>), n_(row.size()) {
+    if constexpr (std::same_as<T, float>) vals_ = row.data();
     if (row.empty()) status_ = status::empty_row;
     ws.reserve(row.size());
+  }
+
+  // Calls f(const T* x) with the candidates' values in their stored type: the caller's row (float,
+  // bf16 or f16) while dense, float in the workspace once narrowed.
+  template <class F>
+  decltype(auto) visit(F&& f) const {
+    if (vals_ || src_type_ == logit_dtype::f32) return f(vals_);
+    if (src_type_ == logit_dtype::bf16) return f(static_cast<const bf16*>(src_));
+    return f(static_cast<const f16*>(src_));
   }
 
   // --- the candidate set -------------------------------------------------------------------
   // Candidates are (logit, id) pairs. While the set is the whole row ("dense") ids are implicit.
   std::size_t size() const noexcept { return n_; }
+  // The candidates' values as float: null while the set is a dense 16-bit row (use visit()).
   const float* logits() const noexcept { return vals_; }
+  logit_dtype source_type() const noexcept { return src_type_; }
   const std::int32_t* ids_or_null() const noexcept { return ids_; }
   std::int32_t id(std::size_t i) const noexcept { return ids_ ? ids_[i] : static_cast<std::int32_t>(i); }
   bool dense() const noexcept { return ids_ == nullptr; }
@@ -47,7 +62,7 @@ class row_state {
   // (at equal probability: their logits become 0); a row with nothing above -inf has no candidates.
   float max_logit() noexcept {
     if (has_max_ || !live()) return max_;
-    max_ = detail::max_value(vals_, n_);
+    max_ = visit([&](const auto* x) { return detail::max_value(x, n_); });
     has_max_ = true;
     if (max_ == -detail::inf()) {
       status_ = status::no_candidates;
@@ -62,12 +77,18 @@ class row_state {
   }
 
   // Scaled logit of candidate i at the current temperature, relative to the maximum: y <= 0.
-  float scaled(std::size_t i) noexcept { return detail::scaled(vals_[i], max_logit(), inv_temp_); }
+  float scaled(std::size_t i) noexcept { return detail::scaled(value(i), max_logit(), inv_temp_); }
+  // Candidate i's logit as float.
+  float value(std::size_t i) const noexcept {
+    return visit([&](const auto* x) { return to_float(x[i]); });
+  }
 
   // --- narrowing -----------------------------------------------------------------------------
   // Keeps candidates with (logit - shift) * scale >= threshold, in order.
   void keep_scaled_at_least(float shift, float scale, float threshold) noexcept {
-    n_ = detail::compact_ge(vals_, ids_, n_, shift, scale, threshold, ws_.vals.data(), ws_.ids.data());
+    n_ = visit([&](const auto* x) {
+      return detail::compact_ge(x, ids_, n_, shift, scale, threshold, ws_.vals.data(), ws_.ids.data());
+    });
     adopt_workspace();
   }
   // Keeps candidates for which pred(logit, id) holds, in order (a scalar pass: for custom stages).
@@ -77,15 +98,17 @@ class row_state {
     float* v = ws_.vals.data();
     std::int32_t* d = ws_.ids.data();
     std::size_t out = 0;
-    for (std::size_t i = 0; i < n_; ++i) {
-      const float x = vals_[i];
-      const std::int32_t t = id(i);
-      if (x == x && x > -detail::inf() && pred(x, t)) {
-        v[out] = x;
-        d[out] = t;
-        ++out;
+    visit([&](const auto* src) {
+      for (std::size_t i = 0; i < n_; ++i) {
+        const float x = to_float(src[i]);
+        const std::int32_t t = id(i);
+        if (x == x && x > -detail::inf() && pred(x, t)) {
+          v[out] = x;
+          d[out] = t;
+          ++out;
+        }
       }
-    }
+    });
     n_ = out;
     adopt_workspace();
     if constexpr (!KeepsMax) has_max_ = false;
@@ -111,7 +134,7 @@ class row_state {
   sample_result greedy_pick() noexcept {
     if (!live()) return fail();
     if (sorted_) return {id(0), 0.0f, status::ok};
-    const auto r = detail::argmax(vals_, n_);
+    const auto r = visit([&](const auto* x) { return detail::argmax(x, n_); });
     if (r.index < 0) {
       status_ = status::no_candidates;
       return fail();
@@ -123,10 +146,14 @@ class row_state {
     if (greedy_) return greedy_pick();
     const float m = max_logit();
     if (!live()) return fail();
-    const double z = detail::exp_sum(vals_, n_, m, inv_temp_, ws_.blocks.data(), detail::block_elems);
+    const double z = visit([&](const auto* x) {
+      return detail::exp_sum(x, n_, m, inv_temp_, ws_.blocks.data(), detail::block_elems);
+    });
     const double target = detail::uniform(key) * z;
-    const auto i = detail::pick(vals_, n_, m, inv_temp_, ws_.blocks.data(), detail::block_elems, target,
-                                ws_.block_scratch.data());
+    const auto i = visit([&](const auto* x) {
+      return detail::pick(x, n_, m, inv_temp_, ws_.blocks.data(), detail::block_elems, target,
+                          ws_.block_scratch.data());
+    });
     const auto at = static_cast<std::size_t>(i);
     return {id(at), static_cast<float>(static_cast<double>(scaled(at)) - std::log(z)), status::ok};
   }
@@ -158,7 +185,9 @@ class row_state {
   }
 
   workspace& ws_;
-  const float* vals_;
+  const void* src_;
+  logit_dtype src_type_;
+  const float* vals_ = nullptr;
   const std::int32_t* ids_ = nullptr;
   std::size_t n_;
   float inv_temp_ = 1.0f;

@@ -19,6 +19,14 @@ class buffer {
   T* data() noexcept { return data_.get(); }
   const T* data() const noexcept { return data_.get(); }
   std::size_t capacity() const noexcept { return capacity_; }
+  // Like ensure(), but a grown buffer starts all zero (for buffers kept zero between uses).
+  T* ensure_zeroed(std::size_t n) {
+    if (n > capacity_) {
+      data_ = std::make_unique<T[]>(n);
+      capacity_ = n;
+    }
+    return data_.get();
+  }
   T* ensure(std::size_t n) {
     if (n > capacity_) {
       std::size_t grown = capacity_ + capacity_ / 2;
@@ -68,6 +76,10 @@ class workspace {
   detail::buffer<double> hist_mass;
   detail::buffer<std::uint32_t> hist_count;
   detail::buffer<token_logprob> top;
+  // Engine layer (nucleus/engine/): the processed row, and per-token history counts kept all zero
+  // between rows.
+  detail::buffer<float> processed;
+  detail::buffer<std::uint32_t> counts;
 };
 
 }  // namespace nucleus

@@ -10,8 +10,10 @@
 namespace nucleus::detail {
 
 // Keeps x[i] with (x[i] - shift) * scale >= threshold (NaN never), writing their values and ids in
-// order. ids == nullptr means id = index. In place (vals_out == x, ids_out == ids) is allowed.
-inline std::size_t compact_ge(const float* x, const std::int32_t* ids, std::size_t n, float shift,
+// order. ids == nullptr means id = index. In place (vals_out == x, ids_out == ids) is allowed for
+// float rows.
+template <logit_type T>
+std::size_t compact_ge(const T* x, const std::int32_t* ids, std::size_t n, float shift,
                               float scale, float threshold, float* vals_out, std::int32_t* ids_out) noexcept {
   const fpack sh = splat(shift), sc = splat(scale), th = splat(threshold);
   std::size_t out = 0;
@@ -20,7 +22,7 @@ inline std::size_t compact_ge(const float* x, const std::int32_t* ids, std::size
     for (std::uint64_t bits = mask_bits(ge(scaled(v, sh, sc), th)); bits; bits &= bits - 1) {
       const std::size_t i = base + static_cast<std::size_t>(std::countr_zero(bits));
       if (i >= n) break;
-      vals_out[out] = x[i];
+      vals_out[out] = to_float(x[i]);
       ids_out[out] = ids ? ids[i] : static_cast<std::int32_t>(i);
       ++out;
     }

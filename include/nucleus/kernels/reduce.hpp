@@ -4,6 +4,7 @@
 // the temperature folded in on the fly, so no pass rewrites the logits.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 
@@ -16,15 +17,16 @@ inline constexpr std::size_t block_elems = 1024;  // exp sums are kept per block
 inline constexpr std::size_t hist_bins = 2048;    // top-p's mass histogram
 
 // Calls f(pack, first_index) for every pack of x; the last partial pack is padded with `fill`.
-template <class F>
-NUCLEUS_INLINE void for_each_pack(const float* x, std::size_t n, float fill, F&& f) {
+template <logit_type T, class F>
+NUCLEUS_INLINE void for_each_pack(const T* x, std::size_t n, float fill, F&& f) {
   std::size_t i = 0;
   for (; i + lanes <= n; i += lanes) f(load(x + i), i);
   if (i < n) f(load_partial(x + i, n - i, fill), i);
 }
 
 // Largest logit, NaN ignored; -inf when there is none.
-inline float max_value(const float* x, std::size_t n) noexcept {
+template <logit_type T>
+float max_value(const T* x, std::size_t n) noexcept {
   fpack acc = splat(-inf());
   for_each_pack(x, n, -inf(), [&](const fpack& v, std::size_t) { acc = max(v, acc); });
   lane_array a = to_lanes(acc);
@@ -41,7 +43,8 @@ struct argmax_result {
 // First index of the largest logit; NaN and -inf are never chosen. One max per lane at memory
 // speed; each lane remembers the first block where it reached its maximum, and only the earliest
 // such block holding the row maximum is scanned again for the index.
-inline argmax_result argmax(const float* x, std::size_t n) noexcept {
+template <logit_type T>
+argmax_result argmax(const T* x, std::size_t n) noexcept {
   constexpr std::size_t block = 16 * lanes;
   fpack best = splat(-inf());
   fpack best_block = splat(-1.0f);  // block numbers stay below 2^24: exact in float
@@ -65,8 +68,20 @@ inline argmax_result argmax(const float* x, std::size_t n) noexcept {
   const std::size_t b0 = static_cast<std::size_t>(first) * block;
   const std::size_t end = n - b0 < block ? n : b0 + block;
   for (std::size_t i = b0; i < end; ++i)
-    if (x[i] == m) return {m, static_cast<std::int64_t>(i)};
+    if (to_float(x[i]) == m) return {m, static_cast<std::int64_t>(i)};
   return {m, -1};  // unreachable: the block holds m
+}
+
+// How many logits are strictly greater than v (NaN never is): a token's rank is this plus one.
+template <logit_type T>
+std::size_t count_greater(const T* x, std::size_t n, float v) noexcept {
+  const fpack t = splat(v);
+  std::size_t c = 0;
+  // Padding lanes hold -inf, which is greater than nothing.
+  for_each_pack(x, n, -inf(), [&](const fpack& p, std::size_t) {
+    c += static_cast<std::size_t>(std::popcount(mask_bits(gt(p, t))));
+  });
+  return c;
 }
 
 NUCLEUS_INLINE fpack scaled(const fpack& x, const fpack& shift, const fpack& scale) noexcept {
@@ -78,7 +93,8 @@ NUCLEUS_INLINE float scaled(float x, float shift, float scale) noexcept {
 
 // Sum of exp((x - shift) * scale). With `blocks`, also the sum of each run of block_elems logits
 // (each block folded on its own, the total added in double), which lets a draw find its block.
-inline double exp_sum(const float* x, std::size_t n, float shift, float scale, float* blocks,
+template <logit_type T>
+double exp_sum(const T* x, std::size_t n, float shift, float scale, float* blocks,
                       std::size_t block_elems) noexcept {
   const fpack sh = splat(shift), sc = splat(scale);
   double total = 0.0;
@@ -96,17 +112,19 @@ inline double exp_sum(const float* x, std::size_t n, float shift, float scale, f
 }
 
 // out[i] = exp((x[i] - shift) * scale)
-inline void exp_store(const float* x, std::size_t n, float shift, float scale, float* out) noexcept {
+template <logit_type T>
+void exp_store(const T* x, std::size_t n, float shift, float scale, float* out) noexcept {
   const fpack sh = splat(shift), sc = splat(scale);
   std::size_t i = 0;
   for (; i + lanes <= n; i += lanes) store(out + i, exp(scaled(load(x + i), sh, sc)));
-  for (; i < n; ++i) out[i] = exp(scaled(x[i], shift, scale));
+  for (; i < n; ++i) out[i] = exp(scaled(to_float(x[i]), shift, scale));
 }
 
 // Index of the element where the running sum of exp values first exceeds `target`, given the block
 // sums exp_sum wrote. Rounding can leave the target unreached; then the last element with
 // non-zero weight is taken. -1 if every weight is zero.
-inline std::int64_t pick(const float* x, std::size_t n, float shift, float scale, const float* blocks,
+template <logit_type T>
+std::int64_t pick(const T* x, std::size_t n, float shift, float scale, const float* blocks,
                          std::size_t block_elems, double target, float* scratch) noexcept {
   const std::size_t nb = (n + block_elems - 1) / block_elems;
   double before = 0.0;

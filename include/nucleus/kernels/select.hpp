@@ -20,7 +20,8 @@ constexpr std::size_t select_capacity(std::size_t k) noexcept {
 // The k best of x by (value desc, id asc), written as rank keys to keys[0..k) in rank order.
 // keys must hold select_capacity(k) entries. NaN and -inf are never selected; returns the count
 // (< k when fewer candidates exist). ids == nullptr means id = index.
-inline std::size_t select_top_k(const float* x, const std::int32_t* ids, std::size_t n, std::size_t k,
+template <logit_type T>
+std::size_t select_top_k(const T* x, const std::int32_t* ids, std::size_t n, std::size_t k,
                                 std::uint64_t* keys) noexcept {
   if (k == 0) return 0;
   const std::size_t cap = select_capacity(k);
@@ -38,8 +39,9 @@ inline std::size_t select_top_k(const float* x, const std::int32_t* ids, std::si
     for (std::uint64_t bits = mask_bits(gt(v, splat(threshold))); bits; bits &= bits - 1) {
       const std::size_t i = base + static_cast<std::size_t>(std::countr_zero(bits));
       if (i >= n) break;
-      if (!(x[i] > threshold)) continue;  // the threshold rose within this pack
-      keys[count++] = rank_key(x[i], ids ? ids[i] : static_cast<std::int32_t>(i));
+      const float xi = to_float(x[i]);
+      if (!(xi > threshold)) continue;  // the threshold rose within this pack
+      keys[count++] = rank_key(xi, ids ? ids[i] : static_cast<std::int32_t>(i));
       if (count == cap) shrink();
     }
   });

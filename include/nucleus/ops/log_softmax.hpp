@@ -13,12 +13,14 @@ namespace nucleus {
 
 // out[i] = log softmax(logits)[i]. NaN and -inf logits get -inf. A row holding +inf spreads the
 // probability evenly over its +inf tokens. A row with no candidate is all -inf (no_candidates).
-inline status log_softmax(std::span<const float> logits, std::span<float> out) {
+// Rows may hold float, bf16 or f16.
+template <logit_type T>
+status log_softmax(std::span<const T> logits, std::span<float> out) {
   if (logits.empty()) throw std::invalid_argument("nucleus::log_softmax: empty row");
   if (out.size() != logits.size())
     throw std::invalid_argument("nucleus::log_softmax: out.size() must equal logits.size()");
   using namespace detail;
-  const float* x = logits.data();
+  const T* x = logits.data();
   const std::size_t n = logits.size();
   const float m = max_value(x, n);
   if (m == -inf()) {
@@ -27,9 +29,9 @@ inline status log_softmax(std::span<const float> logits, std::span<float> out) {
   }
   if (m == inf()) {
     std::size_t c = 0;
-    for (std::size_t i = 0; i < n; ++i) c += x[i] == inf();
+    for (std::size_t i = 0; i < n; ++i) c += to_float(x[i]) == inf();
     const auto lp = static_cast<float>(-std::log(static_cast<double>(c)));
-    for (std::size_t i = 0; i < n; ++i) out[i] = x[i] == inf() ? lp : -inf();
+    for (std::size_t i = 0; i < n; ++i) out[i] = to_float(x[i]) == inf() ? lp : -inf();
     return status::ok;
   }
   const auto lse = static_cast<float>(std::log(exp_sum(x, n, m, 1.0f, nullptr, block_elems)));
@@ -40,8 +42,15 @@ inline status log_softmax(std::span<const float> logits, std::span<float> out) {
     const fpack v = load(x + i);
     store(out.data() + i, select(eq(v, v), sub(sub(v, mv), lv), ninf));
   }
-  for (; i < n; ++i) out[i] = x[i] == x[i] ? (x[i] - m) - lse : -inf();
+  for (; i < n; ++i) {
+    const float xi = to_float(x[i]);
+    out[i] = xi == xi ? (xi - m) - lse : -inf();
+  }
   return status::ok;
+}
+
+inline status log_softmax(std::span<const float> logits, std::span<float> out) {
+  return log_softmax<float>(logits, out);
 }
 
 }  // namespace nucleus

@@ -15,8 +15,8 @@ namespace nucleus {
 
 // Descending by logprob, ties by ascending id; fewer than n entries when the row has fewer
 // candidates (none for an empty or all-NaN/-inf row). A view into ws, valid until its next use.
-inline std::span<const token_logprob> top_logprobs(std::span<const float> logits, std::size_t n,
-                                                   workspace& ws) {
+template <logit_type T>
+std::span<const token_logprob> top_logprobs(std::span<const T> logits, std::size_t n, workspace& ws) {
   using namespace detail;
   const std::size_t v = logits.size();
   const std::size_t k = n < v ? n : v;
@@ -28,7 +28,7 @@ inline std::span<const token_logprob> top_logprobs(std::span<const float> logits
   const float m = key_value(keys[0]);
   if (m == inf()) {
     std::size_t infs = 0;
-    for (float x : logits) infs += x == inf();
+    for (const T& x : logits) infs += to_float(x) == inf();
     // only the +inf tokens are candidates (docs/semantics.md); they rank first
     const std::size_t shown = c < infs ? c : infs;
     const auto lp = static_cast<float>(-std::log(static_cast<double>(infs)));
@@ -38,6 +38,11 @@ inline std::span<const token_logprob> top_logprobs(std::span<const float> logits
   const auto lse_f = static_cast<float>(std::log(exp_sum(logits.data(), v, m, 1.0f, nullptr, block_elems)));
   for (std::size_t i = 0; i < c; ++i) out[i] = {key_id(keys[i]), (key_value(keys[i]) - m) - lse_f};
   return {out, c};
+}
+
+inline std::span<const token_logprob> top_logprobs(std::span<const float> logits, std::size_t n,
+                                                   workspace& ws) {
+  return top_logprobs<float>(logits, n, ws);
 }
 
 }  // namespace nucleus

@@ -12,6 +12,8 @@
 #include <cstring>
 #include <limits>
 
+#include "nucleus/core/logit_types.hpp"
+
 #if !defined(NUCLEUS_NO_SIMD)
 #include <xsimd/xsimd.hpp>
 #endif
@@ -313,10 +315,71 @@ NUCLEUS_INLINE lane_array to_lanes(const fpack& p) noexcept {
 }
 
 // A partial pack: the first n (< lanes) values of p, the rest filled with `fill`.
-NUCLEUS_INLINE fpack load_partial(const float* p, std::size_t n, float fill) noexcept {
+template <logit_type T>
+NUCLEUS_INLINE fpack load_partial(const T* p, std::size_t n, float fill) noexcept {
   lane_array a;
-  for (std::size_t l = 0; l < lanes; ++l) a.v[l] = l < n ? p[l] : fill;
+  for (std::size_t l = 0; l < lanes; ++l) a.v[l] = l < n ? to_float(p[l]) : fill;
   return load(a.v);
+}
+
+// 16-bit rows widen to float in registers; both conversions are exact, so a kernel over a bf16 or f16
+// row gives the very bits it gives over the same row converted to float first.
+NUCLEUS_INLINE fpack load(const bf16* p) noexcept {
+#if !defined(NUCLEUS_NO_SIMD) && (defined(__AVX512F__) || defined(__AVX2__))
+  fpack v;
+  for (std::size_t i = 0; i < regs; ++i) {
+#if defined(__AVX512F__)
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i * width));
+    v.r[i] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+#else
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i * width));
+    v.r[i] = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+#endif
+  }
+  return v;
+#else
+  return load_partial(p, lanes, 0.0f);
+#endif
+}
+
+NUCLEUS_INLINE fpack load(const f16* p) noexcept {
+#if !defined(NUCLEUS_NO_SIMD) && (defined(__AVX512F__) || (defined(__AVX__) && defined(__F16C__)))
+  fpack v;
+  for (std::size_t i = 0; i < regs; ++i) {
+#if defined(__AVX512F__)
+    v.r[i] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i * width)));
+#else
+    v.r[i] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i * width)));
+#endif
+  }
+  return v;
+#else
+  return load_partial(p, lanes, 0.0f);
+#endif
+}
+
+// Lane l takes a where bit l of `bits` is set, b elsewhere: a 64-token slice of a bitmask applied.
+NUCLEUS_INLINE fpack select_bits(std::uint64_t bits, const fpack& a, const fpack& b) noexcept {
+#if !defined(NUCLEUS_NO_SIMD) && defined(__AVX512F__)
+  fpack v;
+  for (std::size_t i = 0; i < regs; ++i)
+    v.r[i] = _mm512_mask_blend_ps(static_cast<__mmask16>(bits >> (16 * i)), b.r[i], a.r[i]);
+  return v;
+#elif !defined(NUCLEUS_NO_SIMD) && defined(__AVX2__)
+  const __m256i lane_bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  fpack v;
+  for (std::size_t i = 0; i < regs; ++i) {
+    const __m256i byte = _mm256_set1_epi32(static_cast<int>((bits >> (8 * i)) & 0xFFu));
+    const __m256i on = _mm256_cmpeq_epi32(_mm256_and_si256(byte, lane_bit), lane_bit);
+    v.r[i] = _mm256_blendv_ps(b.r[i], a.r[i], _mm256_castsi256_ps(on));
+  }
+  return v;
+#else
+  lane_array la = to_lanes(a);
+  const lane_array lb = to_lanes(b);
+  for (std::size_t l = 0; l < lanes; ++l) la.v[l] = (bits >> l) & 1u ? la.v[l] : lb.v[l];
+  return load(la.v);
+#endif
 }
 
 // Fixed-order fold: halves added pairwise (lane l + lane l + h) until one lane is left. A register

@@ -1,37 +1,73 @@
 // top_k(k): keeps the k highest logits; ties at the boundary go to the lower token id.
 #pragma once
 
+#include <algorithm>
+#include <bit>
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 
 #include "nucleus/core/chain.hpp"
 #include "nucleus/kernels/select.hpp"
 
 namespace nucleus {
 
+// How top-k treats tokens tied with the k-th: exactly k survive (ties to the lower id, llama.cpp and
+// nucleus), or every token tied with the k-th survives too (vLLM and Hugging Face).
+enum class ties : std::uint8_t { exact, keep };
+
 struct top_k_stage : stage<top_k_stage> {
   static constexpr stage_info info{.truncates = true, .sorts = true};
 
   int k;  // <= 0: disabled
+  ties tie_rule = ties::exact;
 
   void apply(row_state& s) const {
     if (k <= 0) return;
     const auto kk = static_cast<std::size_t>(k);
     if (kk >= s.size()) return;  // keeps all
     workspace& ws = s.ws();
-    std::uint64_t* keys = ws.keys.ensure(detail::select_capacity(kk));
-    const std::size_t n = detail::select_top_k(s.logits(), s.ids_or_null(), s.size(), kk, keys);
+    // Keeping ties may need room for every candidate (k selected plus the tied rest).
+    const std::size_t cap = detail::select_capacity(kk);
+    std::uint64_t* keys = ws.keys.ensure(tie_rule == ties::keep && s.size() > cap ? s.size() : cap);
+    const std::size_t n =
+        s.visit([&](const auto* x) { return detail::select_top_k(x, s.ids_or_null(), s.size(), kk, keys); });
+    std::size_t total = n;
+    // (before anything is written: the candidates may live in the buffers written below)
+    if (tie_rule == ties::keep && n == kk) total = n + append_ties(s, keys, n);
     float* v = ws.vals.data();
     std::int32_t* id = ws.ids.data();
-    for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t i = 0; i < total; ++i) {
       v[i] = detail::key_value(keys[i]);
       id[i] = detail::key_id(keys[i]);
     }
-    s.assign(n, /*sorted=*/true);
+    s.assign(total, /*sorted=*/true);
+  }
+
+ private:
+  // Appends, in rank order, the candidates tied with the k-th that the selection left out (their ids
+  // rank after the k-th's). keys holds the selection in [0, k); the ties go to [k, ...).
+  static std::size_t append_ties(row_state& s, std::uint64_t* keys, std::size_t k) {
+    const std::uint64_t kth = keys[k - 1];
+    const float kv = detail::key_value(kth);
+    std::size_t m = k;
+    s.visit([&](const auto* x) {
+      detail::for_each_pack(x, s.size(), -detail::inf(), [&](const detail::fpack& p, std::size_t base) {
+        for (std::uint64_t bits = detail::mask_bits(detail::eq(p, detail::splat(kv))); bits; bits &= bits - 1) {
+          const std::size_t i = base + static_cast<std::size_t>(std::countr_zero(bits));
+          if (i >= s.size()) break;
+          const std::uint64_t key = detail::rank_key(kv, s.id(i));
+          if (key < kth) keys[m++] = key;
+        }
+      });
+    });
+    std::sort(keys + k, keys + m, std::greater<>{});
+    return m - k;
   }
 };
 
-inline top_k_stage top_k(int k) noexcept {
-  return top_k_stage{{}, k};
+inline top_k_stage top_k(int k, ties tie_rule = ties::exact) noexcept {
+  return top_k_stage{{}, k, tie_rule};
 }
 
 }  // namespace nucleus

@@ -45,7 +45,8 @@ struct top_p_stage : stage<top_p_stage> {
     if (!s.live() || s.size() == 1) return;
     const float inv = s.inv_temperature();
     workspace& ws = s.ws();
-    const double z = detail::exp_sum(s.logits(), s.size(), m, inv, nullptr, detail::block_elems);
+    const double z =
+        s.visit([&](const auto* x) { return detail::exp_sum(x, s.size(), m, inv, nullptr, detail::block_elems); });
     const double target = static_cast<double>(p) * z;
 
     if (s.sorted()) {  // after top_k: walk the prefix, no sort, no histogram

@@ -1,0 +1,181 @@
+// The logit processors a request may carry: masks, logit_bias, repetition / presence / frequency
+// penalties, min_tokens. They write one processed float row into the workspace: one pass that
+// widens the row and applies the bitmask, then edits that touch only the listed tokens, so the
+// penalties cost O(history), never O(V).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "nucleus/core/logit_types.hpp"
+#include "nucleus/core/workspace.hpp"
+#include "nucleus/engine/params.hpp"
+#include "nucleus/simd/pack.hpp"
+
+namespace nucleus {
+struct row_request;
+}
+
+namespace nucleus::detail {
+
+// Two runs of history tokens read as one sequence (the prompt, then the output).
+struct history {
+  std::span<const std::int32_t> a, b;
+
+  template <class F>
+  void each(F&& f) const {
+    for (std::int32_t t : a) f(t);
+    for (std::int32_t t : b) f(t);
+  }
+  bool fits(std::size_t vocab) const noexcept {
+    auto ok = [vocab](std::span<const std::int32_t> s) {
+      return std::all_of(s.begin(), s.end(),
+                         [vocab](std::int32_t t) { return t >= 0 && static_cast<std::size_t>(t) < vocab; });
+    };
+    return ok(a) && ok(b);
+  }
+  bool empty() const noexcept { return a.empty() && b.empty(); }
+};
+
+// The last n tokens of prompt ++ output (n < 0: all).
+inline history last_tokens(std::span<const std::int32_t> prompt, std::span<const std::int32_t> output,
+                           long long n) noexcept {
+  const std::size_t total = prompt.size() + output.size();
+  const std::size_t keep = n < 0 ? total : std::min(total, static_cast<std::size_t>(n));
+  const std::size_t skip = total - keep;
+  if (skip >= prompt.size()) return {{}, output.subspan(skip - prompt.size())};
+  return {prompt.subspan(skip), output};
+}
+
+class processors {
+ public:
+  processors(const sampling_params& p, engine_order order)
+      : bias_(p.logit_bias),
+        allowed_(p.allowed_token_ids),
+        banned_(p.banned_token_ids),
+        eos_(p.eos_token_ids),
+        min_tokens_(static_cast<std::size_t>(p.min_tokens)),
+        repetition_(p.repetition_penalty),
+        presence_(p.presence_penalty),
+        frequency_(p.frequency_penalty),
+        last_n_(p.penalty_last_n),
+        order_(order) {
+    auto widen = [this](std::int32_t t) { max_id_ = std::max<long long>(max_id_, t); };
+    for (const token_bias& b : bias_) widen(b.token);
+    for (std::int32_t t : allowed_) widen(t);
+    for (std::int32_t t : banned_) widen(t);
+    if (min_tokens_ > 0)
+      for (std::int32_t t : eos_) widen(t);
+  }
+
+  // Whether this row needs a processed copy at all (otherwise the chain reads the caller's row).
+  template <class Request>
+  bool active(const Request& rq) const noexcept {
+    return !rq.bitmask.empty() || !allowed_.empty() || !banned_.empty() || !bias_.empty() ||
+           (rq.output.size() < min_tokens_ && !eos_.empty()) || penalizes(rq);
+  }
+
+  // Every id the request and the params name lies in [0, vocab), and the bitmask covers the row.
+  template <class Request>
+  bool fits(std::size_t vocab, const Request& rq) const noexcept {
+    if (max_id_ >= 0 && static_cast<std::size_t>(max_id_) >= vocab) return false;
+    if (!rq.bitmask.empty() && rq.bitmask.size() < (vocab + 31) / 32) return false;
+    if (!penalizes(rq)) return true;
+    return repetition_history(rq).fits(vocab) && counted_history(rq).fits(vocab);
+  }
+
+  // Writes the processed row into ws.processed and returns it (docs/semantics.md, steps 1-4).
+  template <logit_type T, class Request>
+  const float* apply(std::span<const T> row, workspace& ws, const Request& rq) const {
+    const std::size_t v = row.size();
+    float* out = ws.processed.ensure(v);
+    masked_copy(row.data(), v, rq.bitmask, out);
+    for (std::int32_t t : banned_) out[t] = -inf();
+    if (rq.output.size() < min_tokens_)
+      for (std::int32_t t : eos_) out[t] = -inf();
+    for (const token_bias& b : bias_) out[b.token] += b.bias;
+    if (penalizes(rq)) penalize(out, ws.counts.ensure_zeroed(v), rq);
+    return out;
+  }
+
+ private:
+  static constexpr std::uint32_t seen = 0x80000000u;  // high bit of a count: "already penalized"
+
+  template <class Request>
+  bool penalizes(const Request& rq) const noexcept {
+    const bool any = repetition_ != 1.0f || presence_ != 0.0f || frequency_ != 0.0f;
+    return any && !(repetition_history(rq).empty() && counted_history(rq).empty());
+  }
+
+  template <class Request>
+  history repetition_history(const Request& rq) const noexcept {
+    if (order_ == engine_order::llama_cpp) return last_tokens(rq.prompt, rq.output, last_n_);
+    return {rq.prompt, rq.output};
+  }
+  template <class Request>
+  history counted_history(const Request& rq) const noexcept {
+    if (order_ == engine_order::llama_cpp) return last_tokens(rq.prompt, rq.output, last_n_);
+    return {{}, rq.output};
+  }
+
+  // Widens the row to float; with allowed ids or a bitmask, every other token becomes -inf.
+  template <logit_type T>
+  void masked_copy(const T* x, std::size_t v, std::span<const std::uint32_t> mask, float* out) const {
+    if (!allowed_.empty()) {
+      std::fill(out, out + v, -inf());
+      for (std::int32_t t : allowed_) {
+        const auto i = static_cast<std::size_t>(t);
+        if (mask.empty() || (mask[i / 32] >> (i % 32)) & 1u) out[i] = to_float(x[i]);
+      }
+      return;
+    }
+    std::size_t i = 0;
+    if (mask.empty()) {
+      for (; i + lanes <= v; i += lanes) store(out + i, load(x + i));
+    } else {
+      const fpack banned = splat(-inf());
+      for (; i + lanes <= v; i += lanes) {
+        const std::uint64_t bits = std::uint64_t{mask[i / 32]} | std::uint64_t{mask[i / 32 + 1]} << 32;
+        store(out + i, select_bits(bits, load(x + i), banned));
+      }
+    }
+    for (; i < v; ++i) out[i] = mask.empty() || (mask[i / 32] >> (i % 32)) & 1u ? to_float(x[i]) : -inf();
+  }
+
+  // counts[] is all zero on entry and on exit; only history tokens are touched.
+  template <class Request>
+  void penalize(float* out, std::uint32_t* counts, const Request& rq) const {
+    if (repetition_ != 1.0f) {
+      const history h = repetition_history(rq);
+      const float r = repetition_;
+      h.each([&](std::int32_t t) {
+        if (counts[t] & seen) return;
+        counts[t] |= seen;
+        out[t] = out[t] > 0.0f ? out[t] / r : out[t] * r;
+      });
+      h.each([&](std::int32_t t) { counts[t] = 0; });
+    }
+    if (presence_ != 0.0f || frequency_ != 0.0f) {
+      const history h = counted_history(rq);
+      h.each([&](std::int32_t t) { ++counts[t]; });
+      h.each([&](std::int32_t t) {
+        if (counts[t] == 0) return;  // this token was already done
+        out[t] -= static_cast<float>(counts[t]) * frequency_ + presence_;
+        counts[t] = 0;
+      });
+    }
+  }
+
+  std::vector<token_bias> bias_;
+  std::vector<std::int32_t> allowed_, banned_, eos_;
+  std::size_t min_tokens_;
+  float repetition_, presence_, frequency_;
+  long long last_n_;
+  engine_order order_;
+  long long max_id_ = -1;
+};
+
+}  // namespace nucleus::detail

@@ -1,0 +1,230 @@
+// One request's sampler: its knobs compiled into a processor pass and a stage chain in an engine's
+// order. Semantics: docs/semantics.md, "Engine layer".
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <utility>
+#include <variant>
+
+#include "nucleus/core/chain.hpp"
+#include "nucleus/core/logit_types.hpp"
+#include "nucleus/engine/params.hpp"
+#include "nucleus/engine/processors.hpp"
+#include "nucleus/kernels/reduce.hpp"
+#include "nucleus/kernels/select.hpp"
+#include "nucleus/ops/top_logprobs.hpp"
+#include "nucleus/stages/categorical.hpp"
+#include "nucleus/stages/min_p.hpp"
+#include "nucleus/stages/temperature.hpp"
+#include "nucleus/stages/top_k.hpp"
+#include "nucleus/stages/top_p.hpp"
+
+namespace nucleus {
+
+// What changes from step to step for one row. The spans are the caller's; nothing is kept.
+struct row_request {
+  std::span<const std::int32_t> prompt;    // the prompt's tokens (repetition penalty)
+  std::span<const std::int32_t> output;    // tokens generated so far (penalties, min_tokens)
+  std::span<const std::uint32_t> bitmask;  // optional: ceil(V / 32) words, bit i set = token i allowed
+  std::uint64_t position = 0;              // the draw key's position: the index of this token
+};
+
+struct row_result {
+  std::int32_t token = -1;      // -1 unless status == ok
+  float logprob = 0.0f;         // the token's log-probability in the params' logprobs_mode
+  std::int32_t rank = 0;        // 1 + tokens with a strictly larger logit there (0 unless ok)
+  std::uint32_t top_count = 0;  // entries written to the top-n span
+  nucleus::status status = nucleus::status::ok;
+
+  friend bool operator==(const row_result&, const row_result&) = default;
+};
+
+class sampler {
+  using tkpm = chain<temperature_stage, top_k_stage, top_p_stage, min_p_stage, categorical_stage>;
+  using tmkp = chain<temperature_stage, min_p_stage, top_k_stage, top_p_stage, categorical_stage>;
+  using kpmt = chain<top_k_stage, top_p_stage, min_p_stage, temperature_stage, categorical_stage>;
+
+ public:
+  // Throws std::invalid_argument naming the first bad field of p.
+  explicit sampler(sampling_params p, engine_order order = engine_order::nucleus)
+      : params_(std::move(p)), order_(order), chain_(make_chain(params_, order)), procs_(params_, order) {}
+
+  const sampling_params& params() const noexcept { return params_; }
+  engine_order order() const noexcept { return order_; }
+
+  // Samples one row. `top` receives params().logprobs entries at most (fewer if it is shorter).
+  template <logit_type T>
+  row_result sample(std::span<const T> row, workspace& ws, const row_request& rq,
+                    std::span<token_logprob> top = {}) const {
+    row_result r;
+    if (row.empty()) {
+      r.status = status::empty_row;
+      return r;
+    }
+    if (!procs_.fits(row.size(), rq)) {
+      r.status = status::invalid_input;
+      return r;
+    }
+    ws.reserve(row.size());
+    const bool processed = procs_.active(rq);
+    const float* x = processed ? procs_.apply(row, ws, rq) : nullptr;
+    return std::visit(
+        [&](const auto& c) {
+          if (processed) return run(c, std::span<const float>(x, row.size()), row, ws, rq, top);
+          return run(c, row, row, ws, rq, top);
+        },
+        chain_);
+  }
+
+  // The processed distribution (processors and stages, no draw), as a chain without a terminal
+  // returns it. A view into ws. invalid_input gives an empty distribution with that status.
+  template <logit_type T>
+  distribution process(std::span<const T> row, workspace& ws, const row_request& rq) const {
+    if (row.empty()) return {nullptr, nullptr, 0, false, status::empty_row};
+    if (!procs_.fits(row.size(), rq)) return {nullptr, nullptr, 0, false, status::invalid_input};
+    ws.reserve(row.size());
+    const bool processed = procs_.active(rq);
+    const float* x = processed ? procs_.apply(row, ws, rq) : nullptr;
+    return std::visit(
+        [&](const auto& c) {
+          if (processed) {
+            row_state s(std::span<const float>(x, row.size()), ws);
+            c.apply(s);
+            return s.materialize();
+          }
+          row_state s(row, ws);
+          c.apply(s);
+          return s.materialize();
+        },
+        chain_);
+  }
+
+ private:
+  template <class C, logit_type U, logit_type T>
+  row_result run(const C& c, std::span<const U> x, std::span<const T> raw, workspace& ws,
+                 const row_request& rq, std::span<token_logprob> top) const {
+    row_state s(x, ws);
+    const sample_result d = c.finish(s, draw_key{params_.seed, rq.position});
+    row_result r{d.token, d.logprob, 0, 0, d.status};
+    if (d.status != status::ok) return r;
+    const std::size_t n = std::min<std::size_t>(static_cast<std::size_t>(params_.logprobs), top.size());
+    if (params_.logprobs_mode == logprob_mode::raw) {
+      raw_logprobs(raw, r, ws, top.first(n));
+    } else {
+      processed_logprobs(s, r, ws, top.first(n));
+    }
+    return r;
+  }
+
+  // The token's place in log_softmax(raw), and the raw top-n.
+  template <logit_type T>
+  static void raw_logprobs(std::span<const T> raw, row_result& r, workspace& ws, std::span<token_logprob> top) {
+    const T* x = raw.data();
+    const std::size_t v = raw.size();
+    const float xt = to_float(x[r.token]);
+    const float m = detail::max_value(x, v);
+    if (m == detail::inf()) {  // the row's mass sits on its +inf tokens (docs/semantics.md)
+      const std::size_t infs = detail::count_greater(x, v, std::numeric_limits<float>::max());
+      r.logprob = xt == detail::inf() ? static_cast<float>(-std::log(static_cast<double>(infs))) : -detail::inf();
+    } else if (!(m > -detail::inf())) {
+      r.logprob = -detail::inf();  // the raw row had no candidate; a processor made this token one
+    } else {
+      const double z = detail::exp_sum(x, v, m, 1.0f, nullptr, detail::block_elems);
+      r.logprob = (xt - m) - static_cast<float>(std::log(z));
+    }
+    r.rank = static_cast<std::int32_t>(detail::count_greater(x, v, xt) + 1);
+    if (top.empty()) return;
+    const auto t = top_logprobs(raw, top.size(), ws);
+    std::copy(t.begin(), t.end(), top.begin());
+    r.top_count = static_cast<std::uint32_t>(t.size());
+  }
+
+  // The token's place in the distribution the draw used, and its top-n.
+  static void processed_logprobs(row_state& s, row_result& r, workspace& ws, std::span<token_logprob> top) {
+    if (s.greedy()) {
+      r.rank = 1;
+      if (!top.empty()) {
+        top[0] = {r.token, 0.0f};
+        r.top_count = 1;
+      }
+      return;
+    }
+    const float m = s.max_logit();
+    const float inv = s.inv_temperature();
+    // The chosen token's own logit, found among the candidates.
+    float xt = m;
+    if (s.dense()) {
+      xt = s.value(static_cast<std::size_t>(r.token));
+    } else {
+      for (std::size_t i = 0; i < s.size(); ++i)
+        if (s.id(i) == r.token) {
+          xt = s.value(i);
+          break;
+        }
+    }
+    r.rank = static_cast<std::int32_t>(
+        s.visit([&](const auto* x) { return detail::count_greater(x, s.size(), xt); }) + 1);
+    if (top.empty()) return;
+    const double z = s.visit(
+        [&](const auto* x) { return detail::exp_sum(x, s.size(), m, inv, nullptr, detail::block_elems); });
+    const auto log_z = static_cast<float>(std::log(z));
+    const std::size_t k = std::min(top.size(), s.size());
+    std::uint64_t* keys = ws.keys.ensure(detail::select_capacity(k));
+    const std::size_t c =
+        s.visit([&](const auto* x) { return detail::select_top_k(x, s.ids_or_null(), s.size(), k, keys); });
+    for (std::size_t i = 0; i < c; ++i)
+      top[i] = {detail::key_id(keys[i]), detail::scaled(detail::key_value(keys[i]), m, inv) - log_z};
+    r.top_count = static_cast<std::uint32_t>(c);
+  }
+
+  using any_chain = std::variant<tkpm, tmkp, kpmt>;
+
+  static any_chain make_chain(const sampling_params& p, engine_order order) {
+    validate(p, order);
+    float t = p.temperature;
+    if (order == engine_order::vllm && t < 1e-5f) t = 0.0f;  // vLLM samples greedily below 1e-5
+    const temperature_stage temp{{}, t};
+    const top_p_stage tp{{}, p.top_p};
+    const min_p_stage mp{{}, p.min_p};
+    switch (order) {
+      case engine_order::vllm:
+        return tmkp(temp, mp, top_k_stage{{}, p.top_k, ties::keep}, tp, categorical_stage{});
+      case engine_order::hf:
+        return tkpm(temp, top_k_stage{{}, p.top_k, ties::keep}, tp, mp, categorical_stage{});
+      case engine_order::llama_cpp:
+        return kpmt(top_k_stage{{}, p.top_k, ties::exact}, tp, mp, temp, categorical_stage{});
+      case engine_order::nucleus:
+        break;
+    }
+    return tkpm(temp, top_k_stage{{}, p.top_k, ties::exact}, tp, mp, categorical_stage{});
+  }
+
+  sampling_params params_;
+  engine_order order_;
+  any_chain chain_;
+  detail::processors procs_;
+};
+
+namespace presets {
+
+// Each engine's stage order and boundary rules (docs/semantics.md has the table).
+inline sampler nucleus(const sampling_params& p) {
+  return sampler(p, engine_order::nucleus);
+}
+inline sampler vllm(const sampling_params& p) {
+  return sampler(p, engine_order::vllm);
+}
+inline sampler hf(const sampling_params& p) {
+  return sampler(p, engine_order::hf);
+}
+inline sampler llama_cpp(const sampling_params& p) {
+  return sampler(p, engine_order::llama_cpp);
+}
+
+}  // namespace presets
+}  // namespace nucleus

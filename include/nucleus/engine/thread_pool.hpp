@@ -1,0 +1,117 @@
+// Executors for the batch sampler: run tasks 0..n-1, each told which worker slot runs it.
+//
+// An executor is any type with `std::size_t concurrency() const` (worker slots, >= 1) and
+// `void bulk(std::size_t n, F&& f)` that calls f(task, slot) once for every task with
+// slot < concurrency(), never two tasks at once on one slot, and returns when all are done.
+#pragma once
+
+#include <atomic>
+#include <concepts>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+namespace nucleus {
+
+template <class E>
+concept executor = requires(E& e, const E& ce, void (*f)(std::size_t, std::size_t)) {
+  { ce.concurrency() } -> std::convertible_to<std::size_t>;
+  e.bulk(std::size_t{1}, f);
+};
+
+// Runs every task on the calling thread.
+struct inline_executor {
+  std::size_t concurrency() const noexcept { return 1; }
+  template <class F>
+  void bulk(std::size_t n, F&& f) const {
+    for (std::size_t i = 0; i < n; ++i) f(i, std::size_t{0});
+  }
+};
+
+// A small fixed pool: `threads - 1` workers plus the calling thread, which takes part in every bulk
+// call. Tasks are claimed one at a time from a shared counter. bulk() allocates nothing.
+class thread_pool {
+ public:
+  explicit thread_pool(std::size_t threads) {
+    if (threads == 0) throw std::invalid_argument("nucleus::thread_pool: threads must be >= 1");
+    workers_.reserve(threads - 1);
+    for (std::size_t w = 1; w < threads; ++w) workers_.emplace_back([this, w] { work(w); });
+  }
+  thread_pool(const thread_pool&) = delete;
+  thread_pool& operator=(const thread_pool&) = delete;
+  ~thread_pool() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    start_.notify_all();
+    for (auto& t : workers_) t.join();
+  }
+
+  std::size_t concurrency() const noexcept { return workers_.size() + 1; }
+
+  // f(task, slot) must not throw. One bulk call at a time per pool.
+  template <class F>
+  void bulk(std::size_t n, F&& f) {
+    if (n == 0) return;
+    if (workers_.empty() || n == 1) {
+      for (std::size_t i = 0; i < n; ++i) f(i, std::size_t{0});
+      return;
+    }
+    {
+      std::lock_guard lock(mutex_);
+      job_ = {&f, [](void* ctx, std::size_t task, std::size_t slot) { (*static_cast<F*>(ctx))(task, slot); }, n};
+      next_.store(0, std::memory_order_relaxed);
+      busy_ = workers_.size();
+      ++generation_;
+    }
+    start_.notify_all();
+    drain(0);
+    std::unique_lock lock(mutex_);
+    done_.wait(lock, [this] { return busy_ == 0; });
+  }
+
+ private:
+  struct job {
+    void* ctx = nullptr;
+    void (*call)(void*, std::size_t, std::size_t) = nullptr;
+    std::size_t tasks = 0;
+  };
+
+  void drain(std::size_t slot) {
+    for (std::size_t t; (t = next_.fetch_add(1, std::memory_order_relaxed)) < job_.tasks;)
+      job_.call(job_.ctx, t, slot);
+  }
+
+  void work(std::size_t slot) {
+    std::uint64_t seen = 0;
+    for (;;) {
+      {
+        std::unique_lock lock(mutex_);
+        start_.wait(lock, [&] { return stop_ || generation_ != seen; });
+        if (stop_) return;
+        seen = generation_;
+      }
+      drain(slot);
+      std::lock_guard lock(mutex_);
+      if (--busy_ == 0) done_.notify_one();
+    }
+  }
+
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::condition_variable start_, done_;
+  job job_;
+  std::atomic<std::size_t> next_{0};
+  std::size_t busy_ = 0;
+  std::uint64_t generation_ = 0;
+  bool stop_ = false;
+};
+
+static_assert(executor<inline_executor> && executor<thread_pool>);
+
+}  // namespace nucleus
