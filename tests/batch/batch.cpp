@@ -1,0 +1,186 @@
+// The batch sampler: a row's result depends only on that row's logits, sampler and request; it is
+// the same for any thread count, batch composition, row order and row stride, and equals the
+// single-row sampler. Mixed knobs, processors and dtypes in one batch.
+#include <catch2/catch.hpp>
+
+#include <nucleus/engine.hpp>
+#include <numeric>
+
+#include "reference/reference.hpp"
+
+namespace nc = nucleus;
+namespace ref = nucleus_ref;
+
+namespace {
+
+struct request {
+  nc::sampler sampler;
+  std::vector<std::int32_t> prompt, output;
+  std::vector<std::uint32_t> mask;
+  std::uint64_t position;
+};
+
+std::vector<request> make_requests(std::size_t n, std::size_t V, ref::rng& g) {
+  std::vector<request> out;
+  for (std::size_t i = 0; i < n; ++i) {
+    nc::sampling_params p;
+    p.temperature = i % 5 == 0 ? 0.0f : static_cast<float>(g.uniform(0.3, 1.5));
+    p.top_k = static_cast<int>(g.below(3) == 0 ? 0 : g.below(100));
+    p.top_p = g.below(2) ? 1.0f : static_cast<float>(g.uniform(0.5, 0.99));
+    p.min_p = g.below(3) == 0 ? 0.05f : 0.0f;
+    p.repetition_penalty = g.below(2) ? 1.0f : 1.3f;
+    p.seed = g.next();
+    p.logprobs = static_cast<int>(g.below(9));
+    p.logprobs_mode = g.below(2) ? nc::logprob_mode::raw : nc::logprob_mode::processed;
+    const auto order = static_cast<nc::engine_order>(g.below(4));
+    if (order != nc::engine_order::hf) p.frequency_penalty = g.below(2) ? 0.0f : 0.4f;
+    if (g.below(4) == 0) p.logit_bias = {{static_cast<std::int32_t>(g.below(V)), 5.0f}};
+    request r{nc::sampler(p, order), {}, {}, {}, g.below(1000)};
+    for (std::size_t t = 0; t < 20; ++t) r.prompt.push_back(static_cast<std::int32_t>(g.below(V)));
+    for (std::size_t t = 0; t < g.below(30); ++t) r.output.push_back(static_cast<std::int32_t>(g.below(V)));
+    if (g.below(3) == 0) {
+      r.mask.assign((V + 31) / 32, 0u);
+      for (auto& w : r.mask) w = static_cast<std::uint32_t>(g.next());
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+nc::batch_row row_of(const request& r) {
+  return {&r.sampler, {r.prompt, r.output, r.mask, r.position}};
+}
+
+struct outcome {
+  nc::row_result result;
+  std::vector<nc::token_logprob> top;
+  bool operator==(const outcome&) const = default;
+};
+
+// Samples `order` (indices into reqs / rows) as one batch with the given executor and stride.
+template <class T, class E>
+std::vector<outcome> run_batch(const std::vector<request>& reqs, const std::vector<std::vector<T>>& rows,
+                               const std::vector<std::size_t>& order, std::size_t stride, E&& ex,
+                               nc::batch_sampler& bs) {
+  const std::size_t V = rows.front().size();
+  std::vector<T> matrix(order.size() * stride);
+  std::vector<nc::batch_row> br;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    std::copy(rows[order[i]].begin(), rows[order[i]].end(), matrix.begin() + static_cast<std::ptrdiff_t>(i * stride));
+    br.push_back(row_of(reqs[order[i]]));
+  }
+  std::vector<nc::row_result> res(order.size());
+  std::vector<nc::token_logprob> top(order.size() * nc::max_logprobs);
+  bs.sample(nc::logits_matrix<T>{matrix.data(), order.size(), V, stride}, br, res, ex, top, nc::max_logprobs);
+  std::vector<outcome> out(reqs.size());
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    auto first = top.begin() + static_cast<std::ptrdiff_t>(i * nc::max_logprobs);
+    out[order[i]] = {res[i], {first, first + res[i].top_count}};
+  }
+  return out;
+}
+
+template <class T>
+std::vector<std::vector<T>> make_rows(std::size_t n, std::size_t V, ref::rng& g) {
+  std::vector<std::vector<T>> rows;
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto f = ref::make_row(ref::all_row_kinds[i % std::size(ref::all_row_kinds)], V, g);
+    std::vector<T> r(V);
+    for (std::size_t j = 0; j < V; ++j) {
+      if constexpr (std::is_same_v<T, float>)
+        r[j] = f[j];
+      else
+        r[j] = nc::to_bf16(f[j]);
+    }
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
+template <class T>
+void invariance(std::size_t V) {
+  ref::rng g(V * 31 + sizeof(T));
+  const std::size_t B = 24;
+  const auto reqs = make_requests(B, V, g);
+  const auto rows = make_rows<T>(B, V, g);
+
+  // The single-row sampler is the truth.
+  std::vector<outcome> alone(B);
+  nc::workspace ws;
+  for (std::size_t i = 0; i < B; ++i) {
+    std::vector<nc::token_logprob> top(nc::max_logprobs);
+    const auto& r = reqs[i];
+    const nc::row_result res = r.sampler.sample(std::span<const T>(rows[i]), ws, {r.prompt, r.output, r.mask, r.position}, top);
+    alone[i] = {res, {top.begin(), top.begin() + res.top_count}};
+  }
+  std::size_t ok = 0;
+  for (const auto& o : alone) ok += o.result.status == nc::status::ok;
+  CHECK(ok >= B / 2);  // the test must exercise real draws, not only failures
+
+  std::vector<std::size_t> order(B);
+  std::iota(order.begin(), order.end(), 0);
+  nc::batch_sampler bs;
+  CHECK(run_batch(reqs, rows, order, V, nc::inline_executor{}, bs) == alone);
+  nc::thread_pool two(2), three(3);
+  CHECK(run_batch(reqs, rows, order, V + 17, two, bs) == alone);  // padded stride
+  std::reverse(order.begin(), order.end());
+  CHECK(run_batch(reqs, rows, order, V, three, bs) == alone);
+  for (std::size_t i = B - 1; i > 0; --i) std::swap(order[i], order[g.below(i + 1)]);
+  CHECK(run_batch(reqs, rows, order, V + 64, two, bs) == alone);
+  // Any sub-batch gives the same rows.
+  for (std::size_t start = 0; start < B; start += 5) {
+    std::vector<std::size_t> sub;
+    for (std::size_t i = start; i < B; i += 2) sub.push_back(i);
+    const auto got = run_batch(reqs, rows, sub, V, two, bs);
+    for (std::size_t i : sub) CHECK(got[i] == alone[i]);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("batch: results do not depend on threads, order, stride or batch composition", "[batch]") {
+  invariance<float>(1000);
+  invariance<float>(32000);
+  invariance<nc::bf16>(32000);
+  invariance<float>(151936);
+}
+
+TEST_CASE("batch: shape errors throw before any row is sampled", "[batch]") {
+  nc::sampling_params p;
+  const nc::sampler s(p);
+  std::vector<float> m(2 * 10, 0.0f);
+  std::vector<nc::batch_row> rows(2, nc::batch_row{&s, {}});
+  std::vector<nc::row_result> out(2, nc::row_result{7, 1.0f, 3, 0, nc::status::ok});
+  nc::batch_sampler bs;
+  const nc::logits_matrix<float> good{m.data(), 2, 10, 10};
+  CHECK_THROWS_AS(bs.sample(nc::logits_matrix<float>{m.data(), 2, 10, 9}, rows, out), std::invalid_argument);
+  CHECK_THROWS_AS(bs.sample(good, std::span(rows).first(1), out), std::invalid_argument);
+  CHECK_THROWS_AS(bs.sample(good, rows, std::span(out).first(1)), std::invalid_argument);
+  std::vector<nc::token_logprob> top(3);
+  CHECK_THROWS_AS(bs.sample(good, rows, out, nc::inline_executor{}, top, 2), std::invalid_argument);
+  rows[1].sampler = nullptr;
+  CHECK_THROWS_AS(bs.sample(good, rows, out), std::invalid_argument);
+  CHECK(out[0] == nc::row_result{7, 1.0f, 3, 0, nc::status::ok});  // untouched
+  rows[1].sampler = &s;
+  bs.sample(good, rows, out);
+  CHECK(out[0].status == nc::status::ok);
+  CHECK(out[0].token >= 0);
+}
+
+TEST_CASE("batch: the thread pool runs every task exactly once", "[batch]") {
+  for (std::size_t threads : {1u, 2u, 4u}) {
+    nc::thread_pool pool(threads);
+    CHECK(pool.concurrency() == threads);
+    for (std::size_t n : {0u, 1u, 7u, 1000u}) {
+      std::vector<std::atomic<int>> hits(n);
+      std::atomic<bool> bad_slot{false};
+      pool.bulk(n, [&](std::size_t t, std::size_t slot) {
+        hits[t].fetch_add(1);
+        if (slot >= threads) bad_slot = true;
+      });
+      for (auto& h : hits) CHECK(h.load() == 1);
+      CHECK_FALSE(bad_slot.load());
+    }
+  }
+  CHECK_THROWS_AS(nc::thread_pool(0), std::invalid_argument);
+}
