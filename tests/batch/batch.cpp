@@ -30,7 +30,7 @@ std::vector<request> make_requests(std::size_t n, std::size_t V, ref::rng& g) {
     p.min_p = g.below(3) == 0 ? 0.05f : 0.0f;
     p.repetition_penalty = g.below(2) ? 1.0f : 1.3f;
     p.seed = g.next();
-    p.logprobs = static_cast<int>(g.below(9));
+    p.logprobs = static_cast<int>(g.below(10)) - 1;
     p.logprobs_mode = g.below(2) ? nc::logprob_mode::raw : nc::logprob_mode::processed;
     const auto order = static_cast<nc::engine_order>(g.below(4));
     if (order != nc::engine_order::hf) p.frequency_penalty = g.below(2) ? 0.0f : 0.4f;

@@ -43,7 +43,10 @@ struct sampling_params {
   std::vector<std::int32_t> eos_token_ids;
 
   std::uint64_t seed = 0;
-  int logprobs = 0;  // top-n alternatives per token, 0 .. max_logprobs
+  // As vLLM: -1 none (row_result.logprob is then the draw's own, in the processed distribution, and
+  // rank is 0: no extra pass); 0 the chosen token's logprob and rank in logprobs_mode; n > 0 also the
+  // n most likely alternatives. At most max_logprobs.
+  int logprobs = -1;
   logprob_mode logprobs_mode = logprob_mode::raw;
 };
 
@@ -84,8 +87,8 @@ inline void validate(const sampling_params& p, engine_order order) {
   detail::check_ids("banned_token_ids", p.banned_token_ids);
   detail::check_ids("eos_token_ids", p.eos_token_ids);
   if (p.min_tokens < 0) bad_param("min_tokens", "must be >= 0");
-  if (p.logprobs < 0 || p.logprobs > max_logprobs)
-    bad_param("logprobs", "must be in [0, " + std::to_string(max_logprobs) + "]");
+  if (p.logprobs < -1 || p.logprobs > max_logprobs)
+    bad_param("logprobs", "must be -1 (none) or in [0, " + std::to_string(max_logprobs) + "]");
 }
 
 }  // namespace nucleus

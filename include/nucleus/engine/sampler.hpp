@@ -37,7 +37,9 @@ struct row_request {
 struct row_result {
   std::int32_t token = -1;      // -1 unless status == ok
   float logprob = 0.0f;         // the token's log-probability in the params' logprobs_mode
-  std::int32_t rank = 0;        // 1 + tokens with a strictly larger logit there (0 unless ok)
+                                // (with logprobs = -1: in the processed distribution, free)
+  std::int32_t rank = 0;        // 1 + tokens with a strictly larger logit there (0 unless ok and
+                                // logprobs >= 0)
   std::uint32_t top_count = 0;  // entries written to the top-n span
   nucleus::status status = nucleus::status::ok;
 
@@ -111,7 +113,7 @@ class sampler {
     row_state s(x, ws);
     const sample_result d = c.finish(s, draw_key{params_.seed, rq.position});
     row_result r{d.token, d.logprob, 0, 0, d.status};
-    if (d.status != status::ok) return r;
+    if (d.status != status::ok || params_.logprobs < 0) return r;
     const std::size_t n = std::min<std::size_t>(static_cast<std::size_t>(params_.logprobs), top.size());
     if (params_.logprobs_mode == logprob_mode::raw) {
       raw_logprobs(raw, r, ws, top.first(n));
