@@ -1,6 +1,7 @@
 // Compile-time composition: stages are small value types; `a | b` flattens into one chain<S...>.
 #pragma once
 
+#include <array>
 #include <concepts>
 #include <cstddef>
 #include <span>
@@ -83,7 +84,7 @@ struct stage : stage_base {
 template <class... S>
 class chain : public stage_base {
   static constexpr std::size_t count = sizeof...(S);
-  static constexpr bool flags[] = {stage_traits<S>::terminal..., false};
+  static constexpr std::array<bool, count + 1> flags{stage_traits<S>::terminal..., false};
   static constexpr bool ends_in_terminal = count > 0 && flags[count - 1];
   static constexpr std::size_t terminals = (std::size_t{0} + ... + (stage_traits<S>::terminal ? 1 : 0));
   static_assert(terminals <= 1 && (terminals == 0 || ends_in_terminal),

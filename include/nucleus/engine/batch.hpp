@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <span>
 #include <stdexcept>
+#include <type_traits>
 #include <string>
 #include <vector>
 
@@ -50,7 +51,8 @@ class batch_sampler {
   // goes to top[r * top_stride ..][0, min(logprobs, top_stride)). Shapes that disagree (rows vs
   // out vs logits.rows, stride < vocab, a null sampler, top too short) throw std::invalid_argument
   // before any row is touched. The first call on a new shape may allocate; later ones do not.
-  template <logit_type T, executor E = inline_executor>
+  template <logit_type T, class E = inline_executor>
+    requires executor<std::remove_cvref_t<E>>
   void sample(const logits_matrix<T>& logits, std::span<const batch_row> rows, std::span<row_result> out,
               E&& ex = E{}, std::span<token_logprob> top = {}, std::size_t top_stride = 0) {
     check(logits, rows, out, top, top_stride);

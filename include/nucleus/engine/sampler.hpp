@@ -58,6 +58,8 @@ class sampler {
 
   const sampling_params& params() const noexcept { return params_; }
   engine_order order() const noexcept { return order_; }
+  // How many top-n entries a row of this sampler writes at most (params().logprobs, or 0).
+  std::size_t top_n() const noexcept { return params_.logprobs > 0 ? static_cast<std::size_t>(params_.logprobs) : 0; }
 
   // Samples one row. `top` receives params().logprobs entries at most (fewer if it is shorter).
   template <logit_type T>
@@ -114,7 +116,7 @@ class sampler {
     const sample_result d = c.finish(s, draw_key{params_.seed, rq.position});
     row_result r{d.token, d.logprob, 0, 0, d.status};
     if (d.status != status::ok || params_.logprobs < 0) return r;
-    const std::size_t n = std::min<std::size_t>(static_cast<std::size_t>(params_.logprobs), top.size());
+    const std::size_t n = std::min(top_n(), top.size());
     if (params_.logprobs_mode == logprob_mode::raw) {
       raw_logprobs(raw, r, ws, top.first(n));
     } else {
