@@ -7,6 +7,8 @@
 #include <functional>
 #include <new>
 
+#include <nucleus/engine.hpp>
+
 #include "reference/cases.hpp"
 
 namespace {
@@ -188,4 +190,53 @@ TEST_CASE("allocation: a workspace reserved for V allocates nothing even on the 
   (void)nc::top_logprobs(row, 8, ws);
   std::uint64_t n = allocations.load() - before;
   CHECK(n == 0);
+}
+
+TEST_CASE("allocation: engine samplers and batches allocate nothing after a warm-up call",
+          "[core][allocation][engine]") {
+  const std::size_t V = 151936, B = 8;
+  ref::rng g(17);
+  std::vector<float> m(B * V);
+  std::vector<nc::bf16> mb(B * V);
+  for (std::size_t r = 0; r < B; ++r) {
+    const auto row = ref::make_row(ref::all_row_kinds[r % std::size(ref::all_row_kinds)], V, g);
+    for (std::size_t i = 0; i < V; ++i) {
+      m[r * V + i] = row[i];
+      mb[r * V + i] = nc::to_bf16(row[i]);
+    }
+  }
+  nc::sampling_params p;
+  p.temperature = 0.7f;
+  p.top_k = 50;
+  p.top_p = 0.9f;
+  p.repetition_penalty = 1.2f;
+  p.frequency_penalty = 0.3f;
+  p.logit_bias = {{5, 1.0f}};
+  p.min_tokens = 100;
+  p.eos_token_ids = {2};
+  p.logprobs = 8;
+  nc::sampling_params q = p;
+  q.logprobs_mode = nc::logprob_mode::processed;
+  const nc::sampler samplers[] = {nc::presets::vllm(p), nc::presets::hf({}), nc::presets::llama_cpp(q),
+                                  nc::sampler(q)};
+  std::vector<std::int32_t> prompt(300), output(200);
+  for (auto& t : prompt) t = static_cast<std::int32_t>(g.below(V));
+  for (auto& t : output) t = static_cast<std::int32_t>(g.below(V));
+  std::vector<std::uint32_t> mask((V + 31) / 32, 0xF0F0F0F0u);
+  std::vector<nc::batch_row> rows;
+  for (std::size_t r = 0; r < B; ++r)
+    rows.push_back({&samplers[r % 4], {prompt, output, r % 2 ? std::span<const std::uint32_t>(mask) : std::span<const std::uint32_t>{}, r}});
+  std::vector<nc::row_result> out(B);
+  std::vector<nc::token_logprob> top(B * nc::max_logprobs);
+  nc::batch_sampler bs(V, 2);
+  nc::thread_pool pool(2);
+  auto round = [&] {
+    bs.sample(nc::logits_matrix<float>{m.data(), B, V, V}, rows, out, nc::inline_executor{}, top, nc::max_logprobs);
+    bs.sample(nc::logits_matrix<nc::bf16>{mb.data(), B, V, V}, rows, out, pool, top, nc::max_logprobs);
+  };
+  round();
+  const std::uint64_t before = allocations.load();
+  for (int i = 0; i < 3; ++i) round();
+  CHECK(allocations.load() - before == 0);
+  for (const auto& r : out) CHECK(r.status == nc::status::ok);
 }
