@@ -184,3 +184,43 @@ TEST_CASE("batch: the thread pool runs every task exactly once", "[batch]") {
   }
   CHECK_THROWS_AS(nc::thread_pool(0), std::invalid_argument);
 }
+
+TEST_CASE("batch: the pool takes lvalue tasks and rethrows a task's exception after all ran", "[batch]") {
+  nc::thread_pool pool(2);
+  std::atomic<int> ran{0};
+  auto count = [&](std::size_t, std::size_t) { ran.fetch_add(1); };
+  pool.bulk(10, count);
+  const auto& ccount = count;
+  pool.bulk(10, ccount);
+  CHECK(ran.load() == 20);
+  ran = 0;
+  CHECK_THROWS_AS(pool.bulk(50,
+                            [&](std::size_t t, std::size_t) {
+                              ran.fetch_add(1);
+                              if (t == 7) throw std::runtime_error("task 7");
+                            }),
+                  std::runtime_error);
+  CHECK(ran.load() == 50);
+  pool.bulk(4, count);  // still usable
+  CHECK(ran.load() == 54);
+}
+
+TEST_CASE("batch: processors never create or remove an infinity", "[batch][engine]") {
+  const std::size_t V = 8;
+  std::vector<float> row = {1.0f, 3e38f, -3e38f, nc::to_float(nc::bf16{0x7F80}), -1.0f, 0.5f, 2.0f, 0.0f};
+  nc::workspace ws;
+  nc::sampling_params p;
+  p.frequency_penalty = 3e38f;
+  p.logit_bias = {{1, 3e38f}, {2, -3e38f}};
+  const nc::sampler s(p);
+  const std::vector<std::int32_t> out = {3, 3, 0};
+  const auto d = s.process(std::span<const float>(row), ws, {{}, out, {}, 0});
+  // Token 3 is +inf (forced) and stays forced: the penalty does not touch it.
+  REQUIRE(d.status() == nc::status::ok);
+  REQUIRE(d.size() == 1);
+  CHECK(d.ids()[0] == 3);
+  row[3] = 1.0f;  // without the forced token, token 1 (3e38 + 3e38, clamped to FLT_MAX) wins outright
+  const auto r = s.sample(std::span<const float>(row), ws, {{}, out, {}, 0});
+  CHECK(r.token == 1);
+  (void)V;
+}

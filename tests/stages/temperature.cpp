@@ -84,3 +84,24 @@ TEST_CASE("temperature 0: distribution {argmax: 1} whatever follows", "[stages][
   INFO(log.summary());
   CHECK(log.count == 0);
 }
+
+TEST_CASE("temperature: a T whose 1/T overflows float is greedy, like T = 0", "[stages][temperature]") {
+  ref::rng g(77);
+  for (std::size_t V : {2u, 1000u, 32000u}) {
+    const auto row = ref::peaky_row(V, g);
+    nc::workspace ws;
+    const std::int32_t best = ref::argmax(row);
+    for (float t : {1e-39f, 1e-45f}) {
+      const auto r = (nc::temperature(t) | nc::top_k(5) | nc::categorical())(row, ws, nc::draw_key{1, 2});
+      CHECK(r.status == nc::status::ok);
+      CHECK(r.token == best);
+      CHECK(r.logprob == 0.0f);
+    }
+    // Two temperatures whose 1/T product overflows.
+    const auto r = (nc::temperature(1e-20f) | nc::temperature(1e-20f) | nc::categorical())(row, ws, nc::draw_key{3, 4});
+    CHECK(r.token == best);
+    // Still finite 1/T: a real draw at a tiny temperature, which is the argmax too, with logprob ~0.
+    const auto near = (nc::temperature(1e-30f) | nc::categorical())(row, ws, nc::draw_key{3, 4});
+    CHECK(near.token == best);
+  }
+}

@@ -91,3 +91,20 @@ TEST_CASE("top_k: temperature before does not change which survive", "[stages][t
     CHECK(check_proc(nc::temperature(3.0f) | nc::top_k(25), row, chain, ws) == "");
   }
 }
+
+TEST_CASE("top_k: -0 and +0 are a tie, broken by id; ties::keep keeps both", "[stages][top_k]") {
+  nc::workspace ws;
+  for (bool neg_first : {true, false}) {
+    const float a = neg_first ? -0.0f : 0.0f, b = neg_first ? 0.0f : -0.0f;
+    const std::vector<float> row = {a, b, -1.0f, -2.0f};
+    const auto exact = nc::top_k(1)(std::span<const float>(row), ws);
+    REQUIRE(exact.size() == 1);
+    CHECK(exact.ids()[0] == 0);
+    const auto keep = nc::top_k(1, nc::ties::keep)(std::span<const float>(row), ws);
+    REQUIRE(keep.size() == 2);
+    CHECK(keep.ids()[0] == 0);
+    CHECK(keep.ids()[1] == 1);
+    CHECK(nc::argmax()(row, ws).token == 0);
+    CHECK(nc::top_logprobs(row, 1, ws)[0].token == 0);
+  }
+}

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 
 #include "nucleus/core/distribution.hpp"
@@ -53,7 +54,12 @@ class row_state {
 
   // --- temperature ---------------------------------------------------------------------------
   float inv_temperature() const noexcept { return inv_temp_; }
-  void scale_inv_temperature(float f) noexcept { inv_temp_ *= f; }
+  // A 1/T that overflows float (T below ~3e-39, or a product of temperatures) is the T -> 0 limit:
+  // greedy.
+  void scale_inv_temperature(float f) noexcept {
+    inv_temp_ *= f;
+    if (!(inv_temp_ <= std::numeric_limits<float>::max())) greedy_ = true;
+  }
   // T = 0: the rest of the chain reduces to the argmax of the current candidates.
   bool greedy() const noexcept { return greedy_; }
   void set_greedy() noexcept { greedy_ = true; }
@@ -98,15 +104,16 @@ class row_state {
     float* v = ws_.vals.data();
     std::int32_t* d = ws_.ids.data();
     std::size_t out = 0;
+    // Branch-free: every candidate is written, and the cursor advances only for the kept ones (the
+    // kept / dropped pattern of an unsorted row is random, and a branch on it mispredicts). In place
+    // is safe: out <= i.
     visit([&](const auto* src) {
       for (std::size_t i = 0; i < n_; ++i) {
         const float x = to_float(src[i]);
         const std::int32_t t = id(i);
-        if (x == x && x > -detail::inf() && pred(x, t)) {
-          v[out] = x;
-          d[out] = t;
-          ++out;
-        }
+        v[out] = x;
+        d[out] = t;
+        out += static_cast<std::size_t>((x == x) & (x > -detail::inf()) & static_cast<bool>(pred(x, t)));
       }
     });
     n_ = out;
@@ -154,6 +161,10 @@ class row_state {
       return detail::pick(x, n_, m, inv_temp_, ws_.blocks.data(), detail::block_elems, target,
                           ws_.block_scratch.data());
     });
+    if (i < 0) {  // every weight was 0: not reachable with a finite 1/T, kept as a guard
+      status_ = status::no_candidates;
+      return fail();
+    }
     const auto at = static_cast<std::size_t>(i);
     return {id(at), static_cast<float>(static_cast<double>(scaled(at)) - std::log(z)), status::ok};
   }

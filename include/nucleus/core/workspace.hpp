@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "nucleus/core/result.hpp"
+#include "nucleus/kernels/filter.hpp"
 #include "nucleus/kernels/reduce.hpp"
 
 namespace nucleus {
@@ -55,14 +56,13 @@ class workspace {
 
   // Sizes every buffer for rows of up to `vocab` logits, so even the first call allocates nothing.
   void reserve(std::size_t vocab) {
-    vals.ensure(vocab);
-    ids.ensure(vocab);
+    vals.ensure(vocab + detail::compact_slack);
+    ids.ensure(vocab + detail::compact_slack);
     probs.ensure(vocab);
     keys.ensure(vocab);
     blocks.ensure(vocab / detail::block_elems + 1);
     block_scratch.ensure(detail::block_elems);
-    hist_mass.ensure(detail::hist_bins);
-    hist_count.ensure(detail::hist_bins);
+    hist_mass.ensure(2 * detail::hist_bins);
     top.ensure(64);
   }
 
@@ -73,8 +73,7 @@ class workspace {
   detail::buffer<std::uint64_t> keys;  // packed (value, id) sort keys
   detail::buffer<float> blocks;        // per-block exp sums
   detail::buffer<float> block_scratch;
-  detail::buffer<double> hist_mass;
-  detail::buffer<std::uint32_t> hist_count;
+  detail::buffer<double> hist_mass;  // two interleaved histograms of hist_bins each
   detail::buffer<token_logprob> top;
   // Engine layer (nucleus/engine/): the processed row, and per-token history counts kept all zero
   // between rows.

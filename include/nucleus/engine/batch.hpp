@@ -2,6 +2,7 @@
 // results. A row's result depends only on its own logits, sampler and request.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <span>
 #include <stdexcept>
@@ -57,7 +58,12 @@ class batch_sampler {
               E&& ex = E{}, std::span<token_logprob> top = {}, std::size_t top_stride = 0) {
     check(logits, rows, out, top, top_stride);
     const std::size_t slots = ex.concurrency();
-    if (spaces_.size() < slots) spaces_.resize(slots);
+    if (slots == 0) throw std::invalid_argument("nucleus::batch_sampler: executor has no slots");
+    // Every buffer a row may need is sized here, on the calling thread: the tasks never allocate.
+    std::size_t keys = 0;
+    for (const batch_row& r : rows) keys = std::max(keys, r.sampler->key_capacity());
+    reserve(logits.vocab, slots);
+    for (auto& ws : spaces_) ws.keys.ensure(keys);
     ex.bulk(rows.size(), [&](std::size_t r, std::size_t slot) {
       const std::span<token_logprob> t = top_stride ? top.subspan(r * top_stride, top_stride) : top.first(0);
       out[r] = rows[r].sampler->sample(logits.row(r), spaces_[slot], rows[r].request, t);

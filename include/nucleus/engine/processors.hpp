@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -75,16 +76,18 @@ class processors {
   template <class Request>
   bool active(const Request& rq) const noexcept {
     return !rq.bitmask.empty() || !allowed_.empty() || !banned_.empty() || !bias_.empty() ||
-           (rq.output.size() < min_tokens_ && !eos_.empty()) || penalizes(rq);
+           (rq.output.size() < min_tokens_ && !eos_.empty()) || repeats(rq) || counted(rq);
   }
 
-  // Every id the request and the params name lies in [0, vocab), and the bitmask covers the row.
+  // Every id the params name, and every history id a penalty reads, lies in [0, vocab), and the
+  // bitmask covers the row. (A history no penalty reads is not looked at.)
   template <class Request>
   bool fits(std::size_t vocab, const Request& rq) const noexcept {
     if (max_id_ >= 0 && static_cast<std::size_t>(max_id_) >= vocab) return false;
     if (!rq.bitmask.empty() && rq.bitmask.size() < (vocab + 31) / 32) return false;
-    if (!penalizes(rq)) return true;
-    return repetition_history(rq).fits(vocab) && counted_history(rq).fits(vocab);
+    if (repetition_ != 1.0f && !repetition_history(rq).fits(vocab)) return false;
+    if ((presence_ != 0.0f || frequency_ != 0.0f) && !counted_history(rq).fits(vocab)) return false;
+    return true;
   }
 
   // Writes the processed row into ws.processed and returns it (docs/semantics.md, steps 1-4).
@@ -96,18 +99,29 @@ class processors {
     for (std::int32_t t : banned_) out[t] = -inf();
     if (rq.output.size() < min_tokens_)
       for (std::int32_t t : eos_) out[t] = -inf();
-    for (const token_bias& b : bias_) out[b.token] += b.bias;
-    if (penalizes(rq)) penalize(out, ws.counts.ensure_zeroed(v), rq);
+    for (const token_bias& b : bias_) edit(out[b.token], out[b.token] + b.bias);
+    if (repeats(rq) || counted(rq)) penalize(out, ws.counts.ensure_zeroed(v), rq);
     return out;
   }
 
  private:
   static constexpr std::uint32_t seen = 0x80000000u;  // high bit of a count: "already penalized"
 
+  // A processor never changes -inf (banned), +inf (forced) or NaN, and never makes a finite logit
+  // infinite: results beyond float's range are clamped to +-FLT_MAX.
+  static void edit(float& x, float to) noexcept {
+    if (!(x > -inf() && x < inf())) return;
+    constexpr float big = std::numeric_limits<float>::max();
+    x = to > big ? big : to < -big ? -big : to;
+  }
+
   template <class Request>
-  bool penalizes(const Request& rq) const noexcept {
-    const bool any = repetition_ != 1.0f || presence_ != 0.0f || frequency_ != 0.0f;
-    return any && !(repetition_history(rq).empty() && counted_history(rq).empty());
+  bool repeats(const Request& rq) const noexcept {
+    return repetition_ != 1.0f && !repetition_history(rq).empty();
+  }
+  template <class Request>
+  bool counted(const Request& rq) const noexcept {
+    return (presence_ != 0.0f || frequency_ != 0.0f) && !counted_history(rq).empty();
   }
 
   template <class Request>
@@ -148,22 +162,22 @@ class processors {
   // counts[] is all zero on entry and on exit; only history tokens are touched.
   template <class Request>
   void penalize(float* out, std::uint32_t* counts, const Request& rq) const {
-    if (repetition_ != 1.0f) {
+    if (repeats(rq)) {
       const history h = repetition_history(rq);
       const float r = repetition_;
       h.each([&](std::int32_t t) {
         if (counts[t] & seen) return;
         counts[t] |= seen;
-        out[t] = out[t] > 0.0f ? out[t] / r : out[t] * r;
+        edit(out[t], out[t] > 0.0f ? out[t] / r : out[t] * r);
       });
       h.each([&](std::int32_t t) { counts[t] = 0; });
     }
-    if (presence_ != 0.0f || frequency_ != 0.0f) {
+    if (counted(rq)) {
       const history h = counted_history(rq);
       h.each([&](std::int32_t t) { ++counts[t]; });
       h.each([&](std::int32_t t) {
         if (counts[t] == 0) return;  // this token was already done
-        out[t] -= static_cast<float>(counts[t]) * frequency_ + presence_;
+        edit(out[t], out[t] - (static_cast<float>(counts[t]) * frequency_ + presence_));
         counts[t] = 0;
       });
     }

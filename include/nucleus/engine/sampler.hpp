@@ -60,6 +60,12 @@ class sampler {
   engine_order order() const noexcept { return order_; }
   // How many top-n entries a row of this sampler writes at most (params().logprobs, or 0).
   std::size_t top_n() const noexcept { return params_.logprobs > 0 ? static_cast<std::size_t>(params_.logprobs) : 0; }
+  // Rank keys a row of this sampler may need beyond a full row's (workspace::keys), for batch
+  // code that sizes workspaces up front.
+  std::size_t key_capacity() const noexcept {
+    const std::size_t k = params_.top_k > 0 ? static_cast<std::size_t>(params_.top_k) : 0;
+    return detail::select_capacity(std::max(k, top_n()));
+  }
 
   // Samples one row. `top` receives params().logprobs entries at most (fewer if it is shorter).
   template <logit_type T>
@@ -132,20 +138,26 @@ class sampler {
     const std::size_t v = raw.size();
     const float xt = to_float(x[r.token]);
     const float m = detail::max_value(x, v);
-    if (m == detail::inf()) {  // the row's mass sits on its +inf tokens (docs/semantics.md)
+    r.rank = static_cast<std::int32_t>(detail::count_greater(x, v, xt) + 1);
+    if (m == detail::inf() || !(m > -detail::inf())) {
+      // The raw row's mass sits on its +inf tokens (docs/semantics.md), or it had no candidate and a
+      // processor made this token one: top_logprobs has the rules for both.
       const std::size_t infs = detail::count_greater(x, v, std::numeric_limits<float>::max());
       r.logprob = xt == detail::inf() ? static_cast<float>(-std::log(static_cast<double>(infs))) : -detail::inf();
-    } else if (!(m > -detail::inf())) {
-      r.logprob = -detail::inf();  // the raw row had no candidate; a processor made this token one
-    } else {
-      const double z = detail::exp_sum(x, v, m, 1.0f, nullptr, detail::block_elems);
-      r.logprob = (xt - m) - static_cast<float>(std::log(z));
+      const auto t = top_logprobs(raw, top.size(), ws);
+      std::copy(t.begin(), t.end(), top.begin());
+      r.top_count = static_cast<std::uint32_t>(t.size());
+      return;
     }
-    r.rank = static_cast<std::int32_t>(detail::count_greater(x, v, xt) + 1);
+    // log_softmax's formula, with its max and log-sum reused for the top-n (three passes in all,
+    // plus one selection pass for the top-n).
+    const auto lse = static_cast<float>(std::log(detail::exp_sum(x, v, m, 1.0f, nullptr, detail::block_elems)));
+    r.logprob = (xt - m) - lse;
     if (top.empty()) return;
-    const auto t = top_logprobs(raw, top.size(), ws);
-    std::copy(t.begin(), t.end(), top.begin());
-    r.top_count = static_cast<std::uint32_t>(t.size());
+    std::uint64_t* keys = ws.keys.ensure(detail::select_capacity(top.size()));
+    const std::size_t c = detail::select_top_k(x, nullptr, v, top.size(), keys);
+    for (std::size_t i = 0; i < c; ++i) top[i] = {detail::key_id(keys[i]), (detail::key_value(keys[i]) - m) - lse};
+    r.top_count = static_cast<std::uint32_t>(c);
   }
 
   // The token's place in the distribution the draw used, and its top-n.
@@ -176,13 +188,15 @@ class sampler {
     if (top.empty()) return;
     const double z = s.visit(
         [&](const auto* x) { return detail::exp_sum(x, s.size(), m, inv, nullptr, detail::block_elems); });
-    const auto log_z = static_cast<float>(std::log(z));
+    const double log_z = std::log(z);
     const std::size_t k = std::min(top.size(), s.size());
     std::uint64_t* keys = ws.keys.ensure(detail::select_capacity(k));
     const std::size_t c =
         s.visit([&](const auto* x) { return detail::select_top_k(x, s.ids_or_null(), s.size(), k, keys); });
+    // The draw's own formula (row_state::draw), so the chosen token's entry equals r.logprob.
     for (std::size_t i = 0; i < c; ++i)
-      top[i] = {detail::key_id(keys[i]), detail::scaled(detail::key_value(keys[i]), m, inv) - log_z};
+      top[i] = {detail::key_id(keys[i]),
+                static_cast<float>(static_cast<double>(detail::scaled(detail::key_value(keys[i]), m, inv)) - log_z)};
     r.top_count = static_cast<std::uint32_t>(c);
   }
 

@@ -10,7 +10,11 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
+#include <memory>
 #include <mutex>
+#include <type_traits>
+#include <utility>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -39,22 +43,21 @@ class thread_pool {
   explicit thread_pool(std::size_t threads) {
     if (threads == 0) throw std::invalid_argument("nucleus::thread_pool: threads must be >= 1");
     workers_.reserve(threads - 1);
-    for (std::size_t w = 1; w < threads; ++w) workers_.emplace_back([this, w] { work(w); });
+    try {
+      for (std::size_t w = 1; w < threads; ++w) workers_.emplace_back([this, w] { work(w); });
+    } catch (...) {
+      shut_down();  // the threads already started must be joined before they are destroyed
+      throw;
+    }
   }
   thread_pool(const thread_pool&) = delete;
   thread_pool& operator=(const thread_pool&) = delete;
-  ~thread_pool() {
-    {
-      std::lock_guard lock(mutex_);
-      stop_ = true;
-    }
-    start_.notify_all();
-    for (auto& t : workers_) t.join();
-  }
+  ~thread_pool() { shut_down(); }
 
   std::size_t concurrency() const noexcept { return workers_.size() + 1; }
 
-  // f(task, slot) must not throw. One bulk call at a time per pool.
+  // One bulk call at a time per pool. If a task throws, the remaining tasks still run, and the
+  // first exception is rethrown here once every worker is done.
   template <class F>
   void bulk(std::size_t n, F&& f) {
     if (n == 0) return;
@@ -62,17 +65,21 @@ class thread_pool {
       for (std::size_t i = 0; i < n; ++i) f(i, std::size_t{0});
       return;
     }
+    using fn = std::remove_reference_t<F>;
     {
       std::lock_guard lock(mutex_);
-      job_ = {&f, [](void* ctx, std::size_t task, std::size_t slot) { (*static_cast<F*>(ctx))(task, slot); }, n};
+      job_ = {const_cast<void*>(static_cast<const void*>(std::addressof(f))),
+              [](void* ctx, std::size_t task, std::size_t slot) { (*static_cast<fn*>(ctx))(task, slot); }, n};
       next_.store(0, std::memory_order_relaxed);
       busy_ = workers_.size();
+      error_ = nullptr;
       ++generation_;
     }
     start_.notify_all();
     drain(0);
     std::unique_lock lock(mutex_);
     done_.wait(lock, [this] { return busy_ == 0; });
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
   }
 
  private:
@@ -82,9 +89,24 @@ class thread_pool {
     std::size_t tasks = 0;
   };
 
-  void drain(std::size_t slot) {
-    for (std::size_t t; (t = next_.fetch_add(1, std::memory_order_relaxed)) < job_.tasks;)
-      job_.call(job_.ctx, t, slot);
+  void drain(std::size_t slot) noexcept {
+    for (std::size_t t; (t = next_.fetch_add(1, std::memory_order_relaxed)) < job_.tasks;) {
+      try {
+        job_.call(job_.ctx, t, slot);
+      } catch (...) {
+        std::lock_guard lock(mutex_);
+        if (!error_) error_ = std::current_exception();
+      }
+    }
+  }
+
+  void shut_down() noexcept {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    start_.notify_all();
+    for (auto& t : workers_) t.join();
   }
 
   void work(std::size_t slot) {
@@ -108,6 +130,7 @@ class thread_pool {
   job job_;
   std::atomic<std::size_t> next_{0};
   std::size_t busy_ = 0;
+  std::exception_ptr error_;
   std::uint64_t generation_ = 0;
   bool stop_ = false;
 };

@@ -28,7 +28,7 @@ NUCLEUS_INLINE void for_each_pack(const T* x, std::size_t n, float fill, F&& f) 
 template <logit_type T>
 float max_value(const T* x, std::size_t n) noexcept {
   fpack acc = splat(-inf());
-  for_each_pack(x, n, -inf(), [&](const fpack& v, std::size_t) { acc = max(v, acc); });
+  for_each_pack(x, n, -inf(), [&](const fpack& v, std::size_t) NUCLEUS_LAMBDA_INLINE { acc = max(v, acc); });
   lane_array a = to_lanes(acc);
   float m = -inf();
   for (float v : a.v) m = v > m ? v : m;
@@ -51,7 +51,7 @@ argmax_result argmax(const T* x, std::size_t n) noexcept {
   for (std::size_t b0 = 0; b0 < n; b0 += block) {
     const std::size_t len = n - b0 < block ? n - b0 : block;
     fpack bm = splat(-inf());
-    for_each_pack(x + b0, len, -inf(), [&](const fpack& v, std::size_t) { bm = max(v, bm); });
+    for_each_pack(x + b0, len, -inf(), [&](const fpack& v, std::size_t) NUCLEUS_LAMBDA_INLINE { bm = max(v, bm); });
     const mpack up = gt(bm, best);
     if (!any(up)) continue;
     best = select(up, bm, best);
@@ -78,7 +78,7 @@ std::size_t count_greater(const T* x, std::size_t n, float v) noexcept {
   const fpack t = splat(v);
   std::size_t c = 0;
   // Padding lanes hold -inf, which is greater than nothing.
-  for_each_pack(x, n, -inf(), [&](const fpack& p, std::size_t) {
+  for_each_pack(x, n, -inf(), [&](const fpack& p, std::size_t) NUCLEUS_LAMBDA_INLINE {
     c += static_cast<std::size_t>(std::popcount(mask_bits(gt(p, t))));
   });
   return c;
@@ -103,7 +103,7 @@ double exp_sum(const T* x, std::size_t n, float shift, float scale, float* block
     fpack acc = splat(0.0f);
     // Padding lanes hold -inf, whose exp is 0: it adds nothing.
     for_each_pack(x + b0, len, -inf(),
-                  [&](const fpack& v, std::size_t) { acc = add(acc, exp(scaled(v, sh, sc))); });
+                  [&](const fpack& v, std::size_t) NUCLEUS_LAMBDA_INLINE { acc = add(acc, exp(scaled(v, sh, sc))); });
     const float s = fold_sum(acc);
     if (blocks) blocks[bi] = s;
     total += s;

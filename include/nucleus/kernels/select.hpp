@@ -35,7 +35,7 @@ std::size_t select_top_k(const T* x, const std::int32_t* ids, std::size_t n, std
   // Strictly greater: a later logit equal to the k-th best has a larger id and loses the tie. That
   // needs ids ascending in scan order, which holds for every candidate set the library builds
   // except a top-k result, which is already in rank order.
-  for_each_pack(x, n, -inf(), [&](const fpack& v, std::size_t base) {
+  for_each_pack(x, n, -inf(), [&](const fpack& v, std::size_t base) NUCLEUS_LAMBDA_INLINE {
     for (std::uint64_t bits = mask_bits(gt(v, splat(threshold))); bits; bits &= bits - 1) {
       const std::size_t i = base + static_cast<std::size_t>(std::countr_zero(bits));
       if (i >= n) break;

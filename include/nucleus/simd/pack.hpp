@@ -20,8 +20,10 @@
 
 #if defined(__GNUC__) || defined(__clang__)
 #define NUCLEUS_INLINE [[gnu::always_inline]] inline
+#define NUCLEUS_LAMBDA_INLINE __attribute__((always_inline))
 #else
 #define NUCLEUS_INLINE inline
+#define NUCLEUS_LAMBDA_INLINE
 #endif
 
 namespace nucleus::detail {

@@ -18,7 +18,7 @@ struct temperature_stage : stage<temperature_stage> {
     if (t == 0.0f) {
       s.set_greedy();
     } else {
-      s.scale_inv_temperature(1.0f / t);
+      s.scale_inv_temperature(1.0f / t);  // greedy too when 1/t overflows
     }
   }
 };

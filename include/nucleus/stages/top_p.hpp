@@ -20,13 +20,13 @@ namespace detail {
 inline constexpr std::size_t top_p_sort_limit = 4096;  // below this many survivors, sort them outright
 inline constexpr float top_p_bins_per_unit = 32.0f;    // histogram resolution in scaled-logit units
 
-// Walks rank keys in order from mass `before`; returns the key of the last kept token.
-inline std::uint64_t walk_cut(const std::uint64_t* keys, std::size_t n, double before, double target,
-                              float shift, float scale) noexcept {
-  std::uint64_t cut = keys[0];
+// Walks rank keys in order from mass `before`; returns the index of the last kept token.
+inline std::size_t walk_cut(const std::uint64_t* keys, std::size_t n, double before, double target,
+                            float shift, float scale) noexcept {
+  std::size_t cut = 0;
   for (std::size_t i = 0; i < n; ++i) {
     if (!(before < target)) break;
-    cut = keys[i];
+    cut = i;
     before += exp(scaled(key_value(keys[i]), shift, scale));
   }
   return cut;
@@ -65,48 +65,70 @@ struct top_p_stage : stage<top_p_stage> {
     const std::size_t n = s.size();
     const float* v = s.logits();
     std::uint64_t* keys = ws.keys.ensure(n);
-    std::uint64_t cut;
+    std::size_t cut, listed;  // the cut's index in keys[0, listed), which hold every tie of its value
     if (n <= detail::top_p_sort_limit) {
       for (std::size_t i = 0; i < n; ++i) keys[i] = detail::rank_key(v[i], s.id(i));
       std::sort(keys, keys + n, std::greater<>{});
       cut = detail::walk_cut(keys, n, 0.0, target, m, inv);
+      listed = n;
     } else {
       // Histogram of mass over scaled-logit bins (bin 0 holds the most likely tokens), then only the
       // bin where the cumulative mass crosses p is sorted.
       float* e = ws.probs.data();
       detail::exp_store(v, n, m, inv, e);
       double* mass = ws.hist_mass.data();
-      std::uint32_t* cnt = ws.hist_count.data();
-      std::fill(mass, mass + detail::hist_bins, 0.0);
-      std::fill(cnt, cnt + detail::hist_bins, 0u);
+      double* mass2 = mass + detail::hist_bins;
+      std::fill(mass, mass + 2 * detail::hist_bins, 0.0);
+      constexpr float last_bin = static_cast<float>(detail::hist_bins - 1);
+      const float neg_unit = -detail::top_p_bins_per_unit;
       auto bin_of = [&](float x) {
-        const float b = -detail::scaled(x, m, inv) * detail::top_p_bins_per_unit;
-        return b < static_cast<float>(detail::hist_bins - 1)
-                   ? static_cast<std::uint32_t>(b)
-                   : static_cast<std::uint32_t>(detail::hist_bins - 1);
+        const float b = detail::scaled(x, m, inv) * neg_unit;
+        return b < last_bin ? static_cast<std::uint32_t>(b) : static_cast<std::uint32_t>(detail::hist_bins - 1);
       };
-      for (std::size_t i = 0; i < n; ++i) {
-        const std::uint32_t b = bin_of(v[i]);
-        mass[b] += e[i];
-        ++cnt[b];
+      // Neighbouring tokens often share a bin: alternating two histograms halves the chain of
+      // dependent adds into one bin. Each bin's mass is then added in one fixed order.
+      std::size_t i = 0;
+      for (; i + 1 < n; i += 2) {
+        mass[bin_of(v[i])] += e[i];
+        mass2[bin_of(v[i + 1])] += e[i + 1];
       }
+      if (i < n) mass[bin_of(v[i])] += e[i];
       double before = 0.0;
       std::uint32_t edge = 0;
       for (; edge < detail::hist_bins; ++edge) {
-        if (before + mass[edge] >= target) break;
-        before += mass[edge];
+        const double w = mass[edge] + mass2[edge];
+        if (before + w >= target) break;
+        before += w;
       }
       if (edge == detail::hist_bins) return;  // rounding left p unreached: everything is kept
+      // The edge bin's members, found with SIMD compares on the same float bin value bin_of uses:
+      // bin_of(x) == edge <=> edge <= b < edge + 1 (the last bin takes everything beyond).
       std::size_t members = 0;
-      for (std::size_t i = 0; i < n; ++i)
-        if (bin_of(v[i]) == edge) keys[members++] = detail::rank_key(v[i], s.id(i));
+      const detail::fpack sh = detail::splat(m), sc = detail::splat(inv), nu = detail::splat(neg_unit);
+      const detail::fpack lo = detail::splat(static_cast<float>(edge));
+      const detail::fpack hi = detail::splat(edge + 1 < detail::hist_bins ? static_cast<float>(edge + 1) : detail::inf());
+      detail::for_each_pack(v, n, m, [&](const detail::fpack& x, std::size_t base) NUCLEUS_LAMBDA_INLINE {
+        const detail::fpack b = detail::mul(detail::scaled(x, sh, sc), nu);
+        for (std::uint64_t bits = detail::mask_bits(detail::ge(b, lo)) & detail::mask_bits(detail::gt(hi, b)); bits;
+             bits &= bits - 1) {
+          const std::size_t k = base + static_cast<std::size_t>(std::countr_zero(bits));
+          if (k >= n) break;
+          keys[members++] = detail::rank_key(v[k], s.id(k));
+        }
+      });
       std::sort(keys, keys + members, std::greater<>{});
       cut = detail::walk_cut(keys, members, before, target, m, inv);
+      listed = members;  // equal values share a bin, so the edge bin holds all of the cut's ties
     }
-    const float cut_v = detail::key_value(cut);
-    const std::int32_t cut_id = detail::key_id(cut);
+    const float cut_v = detail::key_value(keys[cut]);
+    if (cut + 1 == listed || detail::key_value(keys[cut + 1]) != cut_v) {
+      // No token tied with the cut is dropped: the cut is a plain logit threshold (one SIMD pass).
+      s.keep_scaled_at_least(0.0f, 1.0f, cut_v);
+      return;
+    }
+    const std::int32_t cut_id = detail::key_id(keys[cut]);
     s.keep_if</*KeepsMax=*/true>(
-        [&](float x, std::int32_t id) { return x > cut_v || (x == cut_v && id <= cut_id); });
+        [&](float x, std::int32_t id) { return (x > cut_v) | ((x == cut_v) & (id <= cut_id)); });
   }
 };
 
