@@ -359,6 +359,17 @@ inline void apply_top_k(state& s, long long k) {
   s.c = std::move(o);
 }
 
+// top-k as vLLM and Hugging Face cut it: every token tied with the k-th (in rank order) is kept too.
+inline void apply_top_k_ties(state& s, long long k) {
+  if (s.st != status::ok || s.greedy || k <= 0 || static_cast<std::size_t>(k) >= s.c.size()) return;
+  auto o = ordered(s.c);
+  const double kth = o[static_cast<std::size_t>(k) - 1].x;
+  std::vector<candidate> kept;
+  for (auto& e : s.c)
+    if (e.x >= kth) kept.push_back(e);
+  s.c = std::move(kept);
+}
+
 inline void apply_top_p(state& s, double p, const guide_fn* guide) {
   if (s.st != status::ok || s.greedy || p >= 1.0) return;
   auto o = ordered(s.c);

@@ -57,7 +57,7 @@ struct top_k_stage : stage<top_k_stage> {
           const std::size_t i = base + static_cast<std::size_t>(std::countr_zero(bits));
           if (i >= s.size()) break;
           const std::uint64_t key = detail::rank_key(kv, s.id(i));
-          if (key < kth) keys[m++] = key;
+          if (key < kth && m < s.size()) keys[m++] = key;  // (m < size always holds; a guard)
         }
       });
     });

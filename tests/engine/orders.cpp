@@ -1,0 +1,275 @@
+// The four engine orders: inputs on which they keep different survivors, each against its reference
+// and against the hand-derived set; greedy rules; presets.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "engine/engine_cases.hpp"
+
+namespace nc = nucleus;
+namespace ref = nucleus_ref;
+using engine_cases::check;
+using engine_cases::error_log;
+using engine_cases::ref_survivors;
+using engine_cases::survivors;
+using ids = std::vector<std::int32_t>;
+
+namespace {
+
+constexpr ref::engine_order nucleus_o = ref::engine_order::nucleus, vllm_o = ref::engine_order::vllm,
+                            hf_o = ref::engine_order::hf, llama_o = ref::engine_order::llama_cpp;
+
+// Logits whose softmax is `probs`.
+std::vector<float> logits_of(std::initializer_list<double> probs) {
+  std::vector<float> row;
+  for (double p : probs) row.push_back(static_cast<float>(std::log(p)));
+  return row;
+}
+
+// For each order: the hand-derived survivors, which the reference and the library must both give; then
+// the full check (probabilities, draw, logprobs) against the reference.
+void expect_sets(const std::vector<float>& row, ref::engine_params p, const ids& nucleus_set,
+                 const ids& vllm_set, const ids& hf_set, const ids& llama_set) {
+  const std::pair<ref::engine_order, const ids*> want[] = {
+      {nucleus_o, &nucleus_set}, {vllm_o, &vllm_set}, {hf_o, &hf_set}, {llama_o, &llama_set}};
+  p.logprobs = 8;
+  for (auto [o, set] : want) {
+    INFO(ref::to_string(o));
+    CHECK(ref_survivors(row, p, o) == *set);
+    CHECK(survivors(row, p, o) == *set);
+    error_log log;
+    for (auto mode : {ref::logprob_mode::raw, ref::logprob_mode::processed}) {
+      p.mode = mode;
+      for (std::uint64_t pos = 0; pos < 8; ++pos) {
+        nc::workspace ws;
+        log.add(check(row, p, o, ref::engine_request{{}, {}, {}, pos}, ws));
+      }
+    }
+    INFO(log.summary());
+    CHECK(log.count == 0);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("engine orders: top-k ties (vllm, hf keep them; nucleus, llama_cpp cut at exactly k)",
+          "[engine][orders]") {
+  const std::vector<float> row = {5.0f, 4.0f, 3.0f, 3.0f, 3.0f, 1.0f, 0.0f, -1.0f};
+  ref::engine_params p;
+  p.top_k = 3;
+  expect_sets(row, p, {0, 1, 2}, {0, 1, 2, 3, 4}, {0, 1, 2, 3, 4}, {0, 1, 2});
+  // The tie at the boundary, out of id order.
+  const std::vector<float> shuffled = {3.0f, -1.0f, 5.0f, 3.0f, 1.0f, 4.0f, 3.0f, 0.0f};
+  expect_sets(shuffled, p, {0, 2, 5}, {0, 2, 3, 5, 6}, {0, 2, 3, 5, 6}, {0, 2, 5});
+  // k inside a run of ties that starts at the top.
+  const std::vector<float> flat = {2.0f, 2.0f, 2.0f, 2.0f, 1.0f};
+  p.top_k = 2;
+  expect_sets(flat, p, {0, 1}, {0, 1, 2, 3}, {0, 1, 2, 3}, {0, 1});
+}
+
+TEST_CASE("engine orders: vllm's min-p before top-p keeps fewer than min-p after", "[engine][orders]") {
+  // p = .4 .3 .2 .05 .05; min_p .2 drops the .05s (threshold .08). After it (nucleus, hf, llama_cpp at T = 1)
+  // top-p .75 sees .7 before token 2 and keeps it; vllm renormalizes first (.444 .333 .222): .778 before
+  // token 2, cut.
+  const auto row = logits_of({0.4, 0.3, 0.2, 0.05, 0.05});
+  ref::engine_params p;
+  p.top_p = 0.75f;
+  p.min_p = 0.2f;
+  expect_sets(row, p, {0, 1, 2}, {0, 1}, {0, 1, 2}, {0, 1, 2});
+}
+
+TEST_CASE("engine orders: llama_cpp's top-p and min-p see T = 1", "[engine][orders]") {
+  const auto row = logits_of({0.4, 0.35, 0.25});
+  SECTION("top-p") {
+    // T = 1: .4 before token 1 < .45, kept. T = .5 (.464 .355 .181): .464 before token 1, cut.
+    ref::engine_params p;
+    p.temperature = 0.5f;
+    p.top_p = 0.45f;
+    expect_sets(row, p, {0}, {0}, {0}, {0, 1});
+  }
+  SECTION("min-p") {
+    // T = 1: .25 / .4 = .625 >= .5, kept. T = .5: .625^2 = .39 < .5, cut.
+    ref::engine_params p;
+    p.temperature = 0.5f;
+    p.min_p = 0.5f;
+    expect_sets(row, p, {0, 1}, {0, 1}, {0, 1}, {0, 1, 2});
+  }
+  SECTION("temperature above 1 widens the others' sets instead") {
+    // min-p .9: at T = 2 token 1 has sqrt(.875) = .935 of the max, kept; at T = 1 (llama_cpp) .875, cut.
+    ref::engine_params p;
+    p.temperature = 2.0f;
+    p.min_p = 0.9f;
+    expect_sets(row, p, {0, 1}, {0, 1}, {0, 1}, {0});
+  }
+}
+
+TEST_CASE("engine orders: greedy rules", "[engine][orders][greedy]") {
+  ref::rng g(0x63);
+  SECTION("T = 0 is greedy in every order: {argmax: 1}") {
+    for (std::size_t V : {std::size_t{1}, std::size_t{7}, std::size_t{1000}}) {
+      auto row = ref::uniform_row(V, g);
+      const auto top = ref::argmax(row);
+      ref::engine_params p;
+      p.temperature = 0.0f;
+      p.top_k = 5;
+      p.top_p = 0.3f;
+      p.min_p = 0.2f;
+      for (auto o : ref::all_engine_orders) {
+        INFO(ref::to_string(o) << " V=" << V);
+        nc::workspace ws;
+        nc::sampler s(engine_cases::to_nc(p), engine_cases::to_nc(o));
+        for (std::uint64_t pos = 0; pos < 5; ++pos) {
+          auto lib = engine_cases::run_library(s, std::span<const float>(row), ws, {{}, {}, {}, pos});
+          CHECK(lib.dist.ids == ids{top});
+          CHECK(lib.dist.probs == std::vector<float>{1.0f});
+          CHECK(lib.result.token == top);
+        }
+      }
+    }
+  }
+  SECTION("vllm is greedy below T = 1e-5, the others are not") {
+    for (std::size_t V : {std::size_t{7}, std::size_t{1000}}) {
+      auto row = ref::uniform_row(V, g);
+      const auto top = ref::argmax(row);
+      ref::engine_params p;
+      p.temperature = 5e-6f;
+      CHECK(survivors(row, p, vllm_o) == ids{top});
+      for (auto o : {nucleus_o, hf_o, llama_o}) CHECK(survivors(row, p, o).size() == V);
+      p.temperature = 2e-5f;
+      CHECK(survivors(row, p, vllm_o).size() == V);
+      for (auto o : ref::all_engine_orders) {
+        for (float T : {5e-6f, 2e-5f}) {
+          p.temperature = T;
+          nc::workspace ws;
+          CHECK(check(row, p, o, {}, ws) == "");
+        }
+      }
+    }
+  }
+  SECTION("a temperature whose 1/T overflows float is greedy in every order") {
+    std::vector<float> row = {1.0f, 3.0f, 2.9999998f, -1.0f};
+    ref::engine_params p;
+    p.temperature = 1e-39f;
+    for (auto o : ref::all_engine_orders) {
+      INFO(ref::to_string(o));
+      nc::sampler s(engine_cases::to_nc(p), engine_cases::to_nc(o));
+      nc::workspace ws;
+      auto lib = engine_cases::run_library(s, std::span<const float>(row), ws, {});
+      CHECK(lib.dist.ids == ids{1});
+      CHECK(lib.dist.probs == std::vector<float>{1.0f});
+      CHECK(check(row, p, o, {}, ws) == "");
+    }
+  }
+  SECTION("greedy ties go to the lowest id, after the processors") {
+    std::vector<float> row = {1.0f, 3.0f, 2.0f, 3.0f, 3.0f};
+    ref::engine_params p;
+    p.temperature = 0.0f;
+    p.banned_token_ids = {1};
+    for (auto o : ref::all_engine_orders) {
+      INFO(ref::to_string(o));
+      CHECK(survivors(row, p, o) == ids{3});
+      nc::workspace ws;
+      CHECK(check(row, p, o, {}, ws) == "");
+    }
+  }
+  SECTION("llama_cpp: a negative temperature, if accepted, is greedy") {
+    std::vector<float> row = {1.0f, 3.0f, 2.0f};
+    ref::engine_params p;
+    p.temperature = -1.0f;
+    bool built = false;
+    try {
+      nc::sampler s(engine_cases::to_nc(p), nc::engine_order::llama_cpp);
+      built = true;
+    } catch (const std::invalid_argument&) {
+    }
+    if (built) {
+      CHECK(survivors(row, p, llama_o) == ids{1});
+      nc::workspace ws;
+      CHECK(check(row, p, llama_o, {}, ws) == "");
+    }
+  }
+}
+
+TEST_CASE("engine orders: random stage parameters on tie-heavy rows, every order", "[engine][orders]") {
+  // Logits rounded to a coarse grid make ties at every top-k boundary; the orders' boundary rules differ.
+  error_log log;
+  std::size_t differed = 0;
+  nc::workspace ws;
+  ref::rng g(0x7135);
+  for (int rep = 0; rep < 120; ++rep) {
+    std::size_t V = rep % 3 == 0 ? 1000 : 1 + g.below(64);
+    auto row = ref::uniform_row(V, g, -4.0, 4.0);
+    for (auto& x : row) x = std::round(x * 2.0f) / 2.0f;  // -0 appears too: it ties with +0
+    ref::engine_params p;
+    p.temperature = engine_cases::f(g.uniform(0.3, 2.0));
+    p.top_k = static_cast<long long>(1 + g.below(std::min<std::size_t>(V, 40)));
+    p.top_p = g.below(2) ? 1.0f : engine_cases::f(g.uniform(0.3, 1.0));
+    p.min_p = g.below(2) ? 0.0f : engine_cases::f(g.uniform(0.0, 0.4));
+    p.logprobs = 5;
+    p.mode = g.below(2) ? ref::logprob_mode::raw : ref::logprob_mode::processed;
+    std::vector<ids> sets;
+    for (auto o : ref::all_engine_orders) {
+      ref::engine_request rq{{}, {}, {}, g.below(100)};
+      log.add(check(row, p, o, rq, ws));
+      sets.push_back(ref_survivors(row, p, o));
+    }
+    differed += sets[0] != sets[1] || sets[0] != sets[2] || sets[0] != sets[3];
+  }
+  INFO(log.summary());
+  CHECK(log.count == 0);
+  CHECK(differed > 20);  // the sweep does reach inputs where the orders disagree
+}
+
+TEST_CASE("engine orders: presets are the sampler with that order", "[engine][orders][presets]") {
+  ref::rng g(0x9E5);
+  for (int rep = 0; rep < 40; ++rep) {
+    std::size_t V = 1 + g.below(3000);
+    auto row = ref::peaky_row(V, g);
+    for (auto o : ref::all_engine_orders) {
+      auto p = engine_cases::random_params(V, o, g);
+      auto rq = engine_cases::random_request(V, g);
+      nc::sampling_params np = engine_cases::to_nc(p);
+      nc::sampler direct(np, engine_cases::to_nc(o));
+      auto preset = [&]() {
+        switch (o) {
+          case nucleus_o:
+            return nc::presets::nucleus(np);
+          case vllm_o:
+            return nc::presets::vllm(np);
+          case hf_o:
+            return nc::presets::hf(np);
+          case llama_o:
+            return nc::presets::llama_cpp(np);
+        }
+        return nc::presets::nucleus(np);
+      }();
+      nc::workspace ws;
+      auto a = engine_cases::run_library(direct, std::span<const float>(row), ws, rq);
+      auto b = engine_cases::run_library(preset, std::span<const float>(row), ws, rq);
+      INFO(ref::to_string(o));
+      CHECK(a.dist.ids == b.dist.ids);
+      CHECK(a.dist.probs == b.dist.probs);
+      CHECK(a.result.token == b.result.token);
+      CHECK(ref::float_bits(a.result.logprob) == ref::float_bits(b.result.logprob));
+      CHECK(a.result.rank == b.result.rank);
+      CHECK(a.result.top_count == b.result.top_count);
+      nc::workspace ws2;
+      CHECK(check(row, p, o, rq, ws2) == "");
+    }
+  }
+}
+
+TEST_CASE("engine orders: -0 and +0 are the same logit (ties by id)", "[engine][orders][ties]") {
+  // docs/semantics.md: rank order is (logit descending, id ascending), and -0.0f == 0.0f.
+  ref::engine_params p;
+  p.top_k = 2;
+  const std::vector<float> b = {1.0f, -0.0f, 0.0f, 0.0f};
+  expect_sets(b, p, {0, 1}, {0, 1, 2, 3}, {0, 1, 2, 3}, {0, 1});
+  p.top_k = 1;
+  const std::vector<float> c = {-0.0f, 0.0f, -1.0f};
+  expect_sets(c, p, {0}, {0, 1}, {0, 1}, {0});
+  // Sorted distributions list tied tokens by id, whatever the sign of their zero.
+  p.top_k = 3;
+  const std::vector<float> d = {0.0f, 2.0f, -0.0f, 0.0f, -0.0f, -1.0f};
+  expect_sets(d, p, {0, 1, 2}, {0, 1, 2, 3, 4}, {0, 1, 2, 3, 4}, {0, 1, 2});
+}

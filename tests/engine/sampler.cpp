@@ -1,0 +1,158 @@
+// nc::sampler as an engine uses it: determinism from (inputs, seed, position), 16-bit rows giving the
+// float row's results bit for bit, and one sampler over many rows.
+#include <catch2/catch.hpp>
+
+#include <set>
+
+#include "engine/engine_cases.hpp"
+
+namespace nc = nucleus;
+namespace ref = nucleus_ref;
+using engine_cases::check;
+using engine_cases::error_log;
+
+namespace {
+
+// Every field of a run, bit for bit.
+std::string same_run(const engine_cases::lib_run& a, const engine_cases::lib_run& b) {
+  auto bits = [](const std::vector<float>& v) {
+    std::vector<std::uint32_t> out;
+    for (float x : v) out.push_back(ref::float_bits(x));
+    return out;
+  };
+  if (a.dist_status != b.dist_status) return "distribution status differs";
+  if (a.dist.ids != b.dist.ids) return "distribution ids differ";
+  if (bits(a.dist.probs) != bits(b.dist.probs)) return "distribution probs differ";
+  if (a.dist.sorted != b.dist.sorted) return "distribution order differs";
+  const auto &x = a.result, &y = b.result;
+  if (x.st != y.st) return "status differs";
+  if (x.token != y.token) return "token " + std::to_string(x.token) + " vs " + std::to_string(y.token);
+  if (ref::float_bits(x.logprob) != ref::float_bits(y.logprob)) return "logprob differs";
+  if (x.rank != y.rank) return "rank differs";
+  if (x.top_count != y.top_count) return "top_count differs";
+  for (std::size_t i = 0; i < x.top.size(); ++i)
+    if (x.top[i].token != y.top[i].token ||
+        ref::float_bits(x.top[i].logprob) != ref::float_bits(y.top[i].logprob))
+      return "top[" + std::to_string(i) + "] differs";
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("engine sampler: same inputs, seed and position give the same result", "[engine][sampler]") {
+  ref::rng g(0xDE7);
+  for (int rep = 0; rep < 60; ++rep) {
+    std::size_t V = rep % 20 == 0 ? 151936 : 1 + g.below(5000);
+    auto row = ref::make_row(ref::candidate_row_kinds[static_cast<std::size_t>(rep) % 9], V, g);
+    auto o = ref::all_engine_orders[static_cast<std::size_t>(rep) % 4];
+    auto p = engine_cases::random_params(V, o, g);
+    auto rq = engine_cases::random_request(V, g);
+    nc::sampler s(engine_cases::to_nc(p), engine_cases::to_nc(o));
+    nc::workspace ws;
+    auto first = engine_cases::run_library(s, std::span<const float>(row), ws, rq);
+    for (int again = 0; again < 2; ++again) {
+      nc::workspace fresh;
+      nc::sampler rebuilt(engine_cases::to_nc(p), engine_cases::to_nc(o));
+      CHECK(same_run(first, engine_cases::run_library(rebuilt, std::span<const float>(row), fresh, rq)) ==
+            "");
+      CHECK(same_run(first, engine_cases::run_library(s, std::span<const float>(row), ws, rq)) == "");
+    }
+    // Another request through the same sampler and workspace in between changes nothing.
+    auto other = ref::uniform_row(1 + g.below(3000), g);
+    (void)engine_cases::run_library(s, std::span<const float>(other), ws, {});
+    CHECK(same_run(first, engine_cases::run_library(s, std::span<const float>(row), ws, rq)) == "");
+  }
+}
+
+TEST_CASE("engine sampler: the seed and the position drive the draw", "[engine][sampler]") {
+  // 1000 equally likely tokens: fewer than 100 distinct tokens over 200 keys would be a broken draw.
+  std::vector<float> row(1000, 0.5f);
+  for (auto o : ref::all_engine_orders) {
+    std::set<std::int32_t> by_position, by_seed;
+    nc::workspace ws;
+    ref::engine_params p;
+    p.seed = 42;
+    nc::sampler fixed_seed(engine_cases::to_nc(p), engine_cases::to_nc(o));
+    for (std::uint64_t i = 0; i < 200; ++i) {
+      by_position.insert(
+          engine_cases::run_library(fixed_seed, std::span<const float>(row), ws, {{}, {}, {}, i})
+              .result.token);
+      p.seed = i;
+      nc::sampler seeded(engine_cases::to_nc(p), engine_cases::to_nc(o));
+      by_seed.insert(
+          engine_cases::run_library(seeded, std::span<const float>(row), ws, {{}, {}, {}, 42}).result.token);
+    }
+    CHECK(by_position.size() > 100);
+    CHECK(by_seed.size() > 100);
+  }
+}
+
+TEST_CASE("engine sampler: bf16 and f16 rows give the converted float row's results bit for bit",
+          "[engine][sampler][half]") {
+  error_log log;
+  ref::rng g(0x16B);
+  for (int rep = 0; rep < 160; ++rep) {
+    std::size_t V = rep % 40 == 0 ? 151936 : rep % 5 == 0 ? 1000 + g.below(40000) : 1 + g.below(300);
+    auto o = ref::all_engine_orders[static_cast<std::size_t>(rep) % 4];
+    auto p = engine_cases::random_params(V, o, g);
+    auto rq = engine_cases::random_request(V, g);
+    nc::sampler s(engine_cases::to_nc(p), engine_cases::to_nc(o));
+    nc::workspace ws;
+    // bf16: a float row of any kind, rounded; f16: random bit patterns (NaN, inf, subnormals included)
+    // biased towards a usable range.
+    auto kind = ref::candidate_row_kinds[g.below(std::size(ref::candidate_row_kinds))];
+    auto src = ref::make_row(V > 100000 ? ref::row_kind::peaky : kind, V, g);
+    std::vector<nc::bf16> b(V);
+    std::vector<nc::f16> h(V);
+    for (std::size_t i = 0; i < V; ++i) {
+      b[i] = nc::to_bf16(src[i]);
+      std::uint16_t bits = static_cast<std::uint16_t>(g.next());
+      if (g.below(4) != 0) bits = static_cast<std::uint16_t>((bits & 0x83FFu) | ((10u + g.below(11)) << 10));
+      h[i] = nc::f16{bits};
+    }
+    std::vector<float> bf(V), hf(V);
+    for (std::size_t i = 0; i < V; ++i) {
+      bf[i] = nc::to_float(b[i]);
+      hf[i] = nc::to_float(h[i]);
+    }
+    auto from_b = engine_cases::run_library(s, std::span<const nc::bf16>(b), ws, rq);
+    auto from_bf = engine_cases::run_library(s, std::span<const float>(bf), ws, rq);
+    std::string e = same_run(from_b, from_bf);
+    log.add(e.empty() ? e : "bf16 V=" + std::to_string(V) + " " + ref::describe(p, o) + ": " + e);
+    auto from_h = engine_cases::run_library(s, std::span<const nc::f16>(h), ws, rq);
+    auto from_hf = engine_cases::run_library(s, std::span<const float>(hf), ws, rq);
+    e = same_run(from_h, from_hf);
+    log.add(e.empty() ? e : "f16 V=" + std::to_string(V) + " " + ref::describe(p, o) + ": " + e);
+    // And the converted rows against the reference.
+    if (V < 100000) {
+      log.add(check(bf, p, o, rq, ws));
+      log.add(check(hf, p, o, rq, ws));
+    }
+  }
+  INFO(log.summary());
+  CHECK(log.count == 0);
+}
+
+TEST_CASE("engine sampler: one sampler serves rows of any vocabulary", "[engine][sampler]") {
+  ref::engine_params p;
+  p.temperature = 0.9f;
+  p.top_k = 20;
+  p.top_p = 0.95f;
+  p.repetition_penalty = 1.1f;
+  p.logprobs = 3;
+  error_log log;
+  ref::rng g(0x5A);
+  for (auto o : ref::all_engine_orders) {
+    nc::sampler s(engine_cases::to_nc(p), engine_cases::to_nc(o));
+    nc::workspace ws;
+    for (std::size_t V : {std::size_t{5}, std::size_t{151936}, std::size_t{1}, std::size_t{1000}}) {
+      auto row = ref::peaky_row(V, g);
+      ref::engine_request rq{engine_cases::random_ids(V, 10, g), engine_cases::random_ids(V, 3, g), {}, V};
+      auto lib = engine_cases::run_library(s, std::span<const float>(row), ws, rq);
+      log.add(ref::check_engine_distribution(row, p, o, rq, lib.dist_status, lib.dist));
+      log.add(ref::check_engine_result(row, p, o, rq, lib.dist, lib.result));
+    }
+  }
+  INFO(log.summary());
+  CHECK(log.count == 0);
+}
