@@ -71,14 +71,17 @@ class thread_pool {
       job_ = {const_cast<void*>(static_cast<const void*>(std::addressof(f))),
               [](void* ctx, std::size_t task, std::size_t slot) { (*static_cast<fn*>(ctx))(task, slot); }, n};
       next_.store(0, std::memory_order_relaxed);
-      busy_ = workers_.size();
+      busy_.store(workers_.size(), std::memory_order_relaxed);
       error_ = nullptr;
-      ++generation_;
+      generation_.fetch_add(1, std::memory_order_release);  // publishes the job to spinning workers
     }
     start_.notify_all();
     drain(0);
-    std::unique_lock lock(mutex_);
-    done_.wait(lock, [this] { return busy_ == 0; });
+    if (!spin_until([this] { return busy_.load(std::memory_order_acquire) == 0; })) {
+      std::unique_lock lock(mutex_);
+      done_.wait(lock, [this] { return busy_.load(std::memory_order_acquire) == 0; });
+    }
+    std::lock_guard lock(mutex_);
     if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
   }
 
@@ -103,24 +106,44 @@ class thread_pool {
   void shut_down() noexcept {
     {
       std::lock_guard lock(mutex_);
-      stop_ = true;
+      stop_.store(true, std::memory_order_release);
     }
     start_.notify_all();
     for (auto& t : workers_) t.join();
   }
 
+  // Waiting threads spin this many pause instructions (tens of microseconds) before they block:
+  // back-to-back batches then skip the sleep and wake-up of a condition variable.
+  static constexpr int spin_limit = 2000;
+
+  template <class Ready>
+  static bool spin_until(Ready&& ready) noexcept {
+    for (int i = 0; i < spin_limit; ++i) {
+      if (ready()) return true;
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+    return ready();
+  }
+
   void work(std::size_t slot) {
     std::uint64_t seen = 0;
     for (;;) {
-      {
+      auto fresh = [&] {
+        return stop_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen;
+      };
+      if (!spin_until(fresh)) {
         std::unique_lock lock(mutex_);
-        start_.wait(lock, [&] { return stop_ || generation_ != seen; });
-        if (stop_) return;
-        seen = generation_;
+        start_.wait(lock, fresh);
       }
+      if (stop_.load(std::memory_order_acquire)) return;
+      seen = generation_.load(std::memory_order_acquire);
       drain(slot);
-      std::lock_guard lock(mutex_);
-      if (--busy_ == 0) done_.notify_one();
+      if (busy_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        std::lock_guard lock(mutex_);  // a waiter checks busy_ under the lock: no lost wake-up
+        done_.notify_one();
+      }
     }
   }
 
@@ -129,10 +152,10 @@ class thread_pool {
   std::condition_variable start_, done_;
   job job_;
   std::atomic<std::size_t> next_{0};
-  std::size_t busy_ = 0;
+  std::atomic<std::size_t> busy_{0};
   std::exception_ptr error_;
-  std::uint64_t generation_ = 0;
-  bool stop_ = false;
+  std::atomic<std::uint64_t> generation_{0};
+  std::atomic<bool> stop_{false};
 };
 
 static_assert(executor<inline_executor> && executor<thread_pool>);
