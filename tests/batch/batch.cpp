@@ -66,7 +66,8 @@ std::vector<outcome> run_batch(const std::vector<request>& reqs, const std::vect
   std::vector<T> matrix(order.size() * stride);
   std::vector<nc::batch_row> br;
   for (std::size_t i = 0; i < order.size(); ++i) {
-    std::copy(rows[order[i]].begin(), rows[order[i]].end(), matrix.begin() + static_cast<std::ptrdiff_t>(i * stride));
+    std::copy(rows[order[i]].begin(), rows[order[i]].end(),
+              matrix.begin() + static_cast<std::ptrdiff_t>(i * stride));
     br.push_back(row_of(reqs[order[i]]));
   }
   std::vector<nc::row_result> res(order.size());
@@ -110,7 +111,8 @@ void invariance(std::size_t V) {
   for (std::size_t i = 0; i < B; ++i) {
     std::vector<nc::token_logprob> top(nc::max_logprobs);
     const auto& r = reqs[i];
-    const nc::row_result res = r.sampler.sample(std::span<const T>(rows[i]), ws, {r.prompt, r.output, r.mask, r.position}, top);
+    const nc::row_result res =
+        r.sampler.sample(std::span<const T>(rows[i]), ws, {r.prompt, r.output, r.mask, r.position}, top);
     alone[i] = {res, {top.begin(), top.begin() + res.top_count}};
   }
   std::size_t ok = 0;

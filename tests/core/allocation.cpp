@@ -225,13 +225,16 @@ TEST_CASE("allocation: engine samplers and batches allocate nothing after a warm
   std::vector<std::uint32_t> mask((V + 31) / 32, 0xF0F0F0F0u);
   std::vector<nc::batch_row> rows;
   for (std::size_t r = 0; r < B; ++r)
-    rows.push_back({&samplers[r % 4], {prompt, output, r % 2 ? std::span<const std::uint32_t>(mask) : std::span<const std::uint32_t>{}, r}});
+    rows.push_back({&samplers[r % 4],
+                    {prompt, output,
+                     r % 2 ? std::span<const std::uint32_t>(mask) : std::span<const std::uint32_t>{}, r}});
   std::vector<nc::row_result> out(B);
   std::vector<nc::token_logprob> top(B * nc::max_logprobs);
   nc::batch_sampler bs(V, 2);
   nc::thread_pool pool(2);
   auto round = [&] {
-    bs.sample(nc::logits_matrix<float>{m.data(), B, V, V}, rows, out, nc::inline_executor{}, top, nc::max_logprobs);
+    bs.sample(nc::logits_matrix<float>{m.data(), B, V, V}, rows, out, nc::inline_executor{}, top,
+              nc::max_logprobs);
     bs.sample(nc::logits_matrix<nc::bf16>{mb.data(), B, V, V}, rows, out, pool, top, nc::max_logprobs);
   };
   round();

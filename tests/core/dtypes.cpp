@@ -60,7 +60,9 @@ TEST_CASE("dtypes: conversions are exact", "[core][dtypes]") {
       // f16 -> float -> f16 by the value's binary expansion: exact, so the double check below holds.
       const int e = static_cast<int>((b >> 10) & 0x1Fu);
       const double m = static_cast<double>(b & 0x3FFu);
-      const double mag = e == 0 ? m * std::ldexp(1.0, -24) : e == 31 ? INFINITY : (1024.0 + m) * std::ldexp(1.0, e - 25);
+      const double mag = e == 0    ? m * std::ldexp(1.0, -24)
+                         : e == 31 ? INFINITY
+                                   : (1024.0 + m) * std::ldexp(1.0, e - 25);
       CHECK(static_cast<double>(h) == ((b & 0x8000u) ? -mag : mag));
     }
   }

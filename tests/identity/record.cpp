@@ -51,8 +51,8 @@ std::uint64_t hash_ops(std::span<const float> row, nucleus::workspace& ws, std::
 }
 
 // Field by field: the structs have padding bytes.
-std::uint64_t hash_fields(std::uint64_t h, std::int32_t token, float logprob, int status, std::int32_t rank = 0,
-                          std::uint32_t count = 0) {
+std::uint64_t hash_fields(std::uint64_t h, std::int32_t token, float logprob, int status,
+                          std::int32_t rank = 0, std::uint32_t count = 0) {
   const std::uint32_t words[] = {static_cast<std::uint32_t>(token), float_bits(logprob),
                                  static_cast<std::uint32_t>(status), static_cast<std::uint32_t>(rank), count};
   return fnv1a(h, words, sizeof words);
@@ -102,7 +102,8 @@ std::uint64_t hash_engine(const nucleus_cases::test_case& c, nucleus::workspace&
   for (auto& w : mask) w = static_cast<std::uint32_t>(nucleus_ref::splitmix64_next(state)) | 1u;
   const nucleus::row_request rq{std::span(hist).first(4), std::span(hist).subspan(4), mask, c.key.position};
   nucleus::token_logprob top[4] = {};
-  h = hash_result(h, nucleus::chain(nucleus::top_k(20), nucleus::categorical())(std::span<const nucleus::bf16>(b), ws, c.key));
+  h = hash_result(h, nucleus::chain(nucleus::top_k(20), nucleus::categorical())(
+                         std::span<const nucleus::bf16>(b), ws, c.key));
   h = hash_result(h, nucleus::categorical()(std::span<const nucleus::f16>(f), ws, c.key));
   h = hash_result(h, s.sample(std::span<const nucleus::bf16>(b), ws, rq, top));
   for (const auto& t : top) h = hash_result(h, t);
@@ -138,8 +139,8 @@ int record(const char* path, std::size_t n) {
                    "case %zu V=%zu token=%d logprob=%08x status=%d dist=%d/%d/%zu/%016llx ops=%016llx "
                    "engine=%016llx\n",
                    c.index, c.row.size(), r.token, float_bits(r.logprob), static_cast<int>(r.status), dstatus,
-                   dsorted, dsize, static_cast<unsigned long long>(dhash), static_cast<unsigned long long>(ops),
-                   static_cast<unsigned long long>(eng));
+                   dsorted, dsize, static_cast<unsigned long long>(dhash),
+                   static_cast<unsigned long long>(ops), static_cast<unsigned long long>(eng));
     });
   });
   return std::fclose(f) == 0 ? 0 : 2;

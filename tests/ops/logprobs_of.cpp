@@ -48,8 +48,9 @@ TEST_CASE("logprobs_of: bad arguments throw", "[ops][logprobs_of]") {
   CHECK_THROWS_AS(nc::logprobs_of(row, high, out), std::invalid_argument);
   CHECK_THROWS_AS(nc::logprobs_of(row, neg, out), std::invalid_argument);
   CHECK_THROWS_AS(nc::logprobs_of(row, ok, std::span<float>(out).first(1)), std::invalid_argument);
-  CHECK_THROWS_AS(nc::logprobs_of(std::span<const float>{}, std::span<const std::int32_t>{}, std::span<float>{}),
-                  std::invalid_argument);
+  CHECK_THROWS_AS(
+      nc::logprobs_of(std::span<const float>{}, std::span<const std::int32_t>{}, std::span<float>{}),
+      std::invalid_argument);
   CHECK(nc::logprobs_of(row, ok, out) == nc::status::ok);
   CHECK(out[1] > out[0]);
 }

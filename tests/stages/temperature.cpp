@@ -98,7 +98,8 @@ TEST_CASE("temperature: a T whose 1/T overflows float is greedy, like T = 0", "[
       CHECK(r.logprob == 0.0f);
     }
     // Two temperatures whose 1/T product overflows.
-    const auto r = (nc::temperature(1e-20f) | nc::temperature(1e-20f) | nc::categorical())(row, ws, nc::draw_key{3, 4});
+    const auto r =
+        (nc::temperature(1e-20f) | nc::temperature(1e-20f) | nc::categorical())(row, ws, nc::draw_key{3, 4});
     CHECK(r.token == best);
     // Still finite 1/T: a real draw at a tiny temperature, which is the argmax too, with logprob ~0.
     const auto near = (nc::temperature(1e-30f) | nc::categorical())(row, ws, nc::draw_key{3, 4});

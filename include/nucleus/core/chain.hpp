@@ -138,9 +138,7 @@ class chain : public stage_base {
   void apply(row_state& s) const {
     run_stages(s, std::make_index_sequence < ends_in_terminal ? count - 1 : count > {});
   }
-  sample_result finish(row_state& s, draw_key key) const
-    requires(ends_in_terminal)
-  {
+  sample_result finish(row_state& s, draw_key key) const requires(ends_in_terminal) {
     run_stages(s, std::make_index_sequence<count - 1>{});
     return std::get<count - 1>(stages_).finish(s, key);
   }

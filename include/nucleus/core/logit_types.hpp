@@ -71,8 +71,8 @@ concept logit_type = std::same_as<T, float> || std::same_as<T, bf16> || std::sam
 enum class logit_dtype : std::uint8_t { f32, bf16, f16 };
 
 template <logit_type T>
-inline constexpr logit_dtype dtype_of = std::same_as<T, float> ? logit_dtype::f32
+inline constexpr logit_dtype dtype_of = std::same_as<T, float>  ? logit_dtype::f32
                                         : std::same_as<T, bf16> ? logit_dtype::bf16
-                                                                 : logit_dtype::f16;
+                                                                : logit_dtype::f16;
 
 }  // namespace nucleus

@@ -9,8 +9,8 @@
 #include <span>
 
 #include "nucleus/core/distribution.hpp"
-#include "nucleus/core/logit_types.hpp"
 #include "nucleus/core/draw_key.hpp"
+#include "nucleus/core/logit_types.hpp"
 #include "nucleus/core/result.hpp"
 #include "nucleus/core/workspace.hpp"
 #include "nucleus/kernels/filter.hpp"

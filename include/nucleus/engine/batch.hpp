@@ -6,8 +6,8 @@
 #include <cstddef>
 #include <span>
 #include <stdexcept>
-#include <type_traits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "nucleus/core/logit_types.hpp"
@@ -53,7 +53,7 @@ class batch_sampler {
   // out vs logits.rows, stride < vocab, a null sampler, top too short) throw std::invalid_argument
   // before any row is touched. The first call on a new shape may allocate; later ones do not.
   template <logit_type T, class E = inline_executor>
-    requires executor<std::remove_cvref_t<E>>
+  requires executor<std::remove_cvref_t<E>>
   void sample(const logits_matrix<T>& logits, std::span<const batch_row> rows, std::span<row_result> out,
               E&& ex = E{}, std::span<token_logprob> top = {}, std::size_t top_stride = 0) {
     check(logits, rows, out, top, top_stride);
@@ -74,7 +74,9 @@ class batch_sampler {
   template <logit_type T>
   static void check(const logits_matrix<T>& m, std::span<const batch_row> rows, std::span<row_result> out,
                     std::span<token_logprob> top, std::size_t top_stride) {
-    auto fail = [](const char* what) { throw std::invalid_argument(std::string("nucleus::batch_sampler: ") + what); };
+    auto fail = [](const char* what) {
+      throw std::invalid_argument(std::string("nucleus::batch_sampler: ") + what);
+    };
     if (rows.size() != m.rows) fail("rows.size() must equal logits.rows");
     if (out.size() != m.rows) fail("out.size() must equal logits.rows");
     if (m.rows > 0 && m.data == nullptr) fail("logits.data is null");

@@ -36,10 +36,10 @@ struct sampling_params {
   float frequency_penalty = 0.0f;   // finite
   int penalty_last_n = 64;          // llama_cpp order only: 0 none, -1 all, else the last n tokens
 
-  std::vector<token_bias> logit_bias{};       // finite biases, ids >= 0
+  std::vector<token_bias> logit_bias{};           // finite biases, ids >= 0
   std::vector<std::int32_t> allowed_token_ids{};  // empty: every token allowed
   std::vector<std::int32_t> banned_token_ids{};
-  int min_tokens = 0;                         // >= 0; EOS ids banned until this many were generated
+  int min_tokens = 0;  // >= 0; EOS ids banned until this many were generated
   std::vector<std::int32_t> eos_token_ids{};
 
   std::uint64_t seed = 0;

@@ -59,7 +59,9 @@ class sampler {
   const sampling_params& params() const noexcept { return params_; }
   engine_order order() const noexcept { return order_; }
   // How many top-n entries a row of this sampler writes at most (params().logprobs, or 0).
-  std::size_t top_n() const noexcept { return params_.logprobs > 0 ? static_cast<std::size_t>(params_.logprobs) : 0; }
+  std::size_t top_n() const noexcept {
+    return params_.logprobs > 0 ? static_cast<std::size_t>(params_.logprobs) : 0;
+  }
   // Rank keys a row of this sampler may need beyond a full row's (workspace::keys), for batch
   // code that sizes workspaces up front.
   std::size_t key_capacity() const noexcept {
@@ -133,7 +135,8 @@ class sampler {
 
   // The token's place in log_softmax(raw), and the raw top-n.
   template <logit_type T>
-  static void raw_logprobs(std::span<const T> raw, row_result& r, workspace& ws, std::span<token_logprob> top) {
+  static void raw_logprobs(std::span<const T> raw, row_result& r, workspace& ws,
+                           std::span<token_logprob> top) {
     const T* x = raw.data();
     const std::size_t v = raw.size();
     const float xt = to_float(x[r.token]);
@@ -143,7 +146,8 @@ class sampler {
       // The raw row's mass sits on its +inf tokens (docs/semantics.md), or it had no candidate and a
       // processor made this token one: top_logprobs has the rules for both.
       const std::size_t infs = detail::count_greater(x, v, std::numeric_limits<float>::max());
-      r.logprob = xt == detail::inf() ? static_cast<float>(-std::log(static_cast<double>(infs))) : -detail::inf();
+      r.logprob =
+          xt == detail::inf() ? static_cast<float>(-std::log(static_cast<double>(infs))) : -detail::inf();
       const auto t = top_logprobs(raw, top.size(), ws);
       std::copy(t.begin(), t.end(), top.begin());
       r.top_count = static_cast<std::uint32_t>(t.size());
@@ -151,12 +155,14 @@ class sampler {
     }
     // log_softmax's formula, with its max and log-sum reused for the top-n (three passes in all,
     // plus one selection pass for the top-n).
-    const auto lse = static_cast<float>(std::log(detail::exp_sum(x, v, m, 1.0f, nullptr, detail::block_elems)));
+    const auto lse =
+        static_cast<float>(std::log(detail::exp_sum(x, v, m, 1.0f, nullptr, detail::block_elems)));
     r.logprob = (xt - m) - lse;
     if (top.empty()) return;
     std::uint64_t* keys = ws.keys.ensure(detail::select_capacity(top.size()));
     const std::size_t c = detail::select_top_k(x, nullptr, v, top.size(), keys);
-    for (std::size_t i = 0; i < c; ++i) top[i] = {detail::key_id(keys[i]), (detail::key_value(keys[i]) - m) - lse};
+    for (std::size_t i = 0; i < c; ++i)
+      top[i] = {detail::key_id(keys[i]), (detail::key_value(keys[i]) - m) - lse};
     r.top_count = static_cast<std::uint32_t>(c);
   }
 
@@ -196,7 +202,8 @@ class sampler {
     // The draw's own formula (row_state::draw), so the chosen token's entry equals r.logprob.
     for (std::size_t i = 0; i < c; ++i)
       top[i] = {detail::key_id(keys[i]),
-                static_cast<float>(static_cast<double>(detail::scaled(detail::key_value(keys[i]), m, inv)) - log_z)};
+                static_cast<float>(static_cast<double>(detail::scaled(detail::key_value(keys[i]), m, inv)) -
+                                   log_z)};
     r.top_count = static_cast<std::uint32_t>(c);
   }
 

@@ -13,10 +13,10 @@
 #include <exception>
 #include <memory>
 #include <mutex>
-#include <type_traits>
-#include <utility>
 #include <stdexcept>
 #include <thread>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace nucleus {

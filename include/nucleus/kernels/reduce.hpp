@@ -51,7 +51,8 @@ argmax_result argmax(const T* x, std::size_t n) noexcept {
   for (std::size_t b0 = 0; b0 < n; b0 += block) {
     const std::size_t len = n - b0 < block ? n - b0 : block;
     fpack bm = splat(-inf());
-    for_each_pack(x + b0, len, -inf(), [&](const fpack& v, std::size_t) NUCLEUS_LAMBDA_INLINE { bm = max(v, bm); });
+    for_each_pack(x + b0, len, -inf(),
+                  [&](const fpack& v, std::size_t) NUCLEUS_LAMBDA_INLINE { bm = max(v, bm); });
     const mpack up = gt(bm, best);
     if (!any(up)) continue;
     best = select(up, bm, best);
@@ -95,15 +96,16 @@ NUCLEUS_INLINE float scaled(float x, float shift, float scale) noexcept {
 // (each block folded on its own, the total added in double), which lets a draw find its block.
 template <logit_type T>
 double exp_sum(const T* x, std::size_t n, float shift, float scale, float* blocks,
-                      std::size_t block_elems) noexcept {
+               std::size_t block_elems) noexcept {
   const fpack sh = splat(shift), sc = splat(scale);
   double total = 0.0;
   for (std::size_t b0 = 0, bi = 0; b0 < n; b0 += block_elems, ++bi) {
     const std::size_t len = n - b0 < block_elems ? n - b0 : block_elems;
     fpack acc = splat(0.0f);
     // Padding lanes hold -inf, whose exp is 0: it adds nothing.
-    for_each_pack(x + b0, len, -inf(),
-                  [&](const fpack& v, std::size_t) NUCLEUS_LAMBDA_INLINE { acc = add(acc, exp(scaled(v, sh, sc))); });
+    for_each_pack(x + b0, len, -inf(), [&](const fpack& v, std::size_t) NUCLEUS_LAMBDA_INLINE {
+      acc = add(acc, exp(scaled(v, sh, sc)));
+    });
     const float s = fold_sum(acc);
     if (blocks) blocks[bi] = s;
     total += s;
@@ -125,7 +127,7 @@ void exp_store(const T* x, std::size_t n, float shift, float scale, float* out) 
 // non-zero weight is taken. -1 if every weight is zero.
 template <logit_type T>
 std::int64_t pick(const T* x, std::size_t n, float shift, float scale, const float* blocks,
-                         std::size_t block_elems, double target, float* scratch) noexcept {
+                  std::size_t block_elems, double target, float* scratch) noexcept {
   const std::size_t nb = (n + block_elems - 1) / block_elems;
   double before = 0.0;
   std::size_t b = 0, last_nonzero = nb;

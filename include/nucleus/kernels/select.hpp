@@ -22,7 +22,7 @@ constexpr std::size_t select_capacity(std::size_t k) noexcept {
 // (< k when fewer candidates exist). ids == nullptr means id = index.
 template <logit_type T>
 std::size_t select_top_k(const T* x, const std::int32_t* ids, std::size_t n, std::size_t k,
-                                std::uint64_t* keys) noexcept {
+                         std::uint64_t* keys) noexcept {
   if (k == 0) return 0;
   const std::size_t cap = select_capacity(k);
   std::size_t count = 0;

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <span>
 #include <limits>
+#include <span>
 #include <stdexcept>
 #include <string>
 
@@ -21,10 +21,12 @@ namespace nucleus {
 template <logit_type T>
 status logprobs_of(std::span<const T> row, std::span<const std::int32_t> ids, std::span<float> out) {
   if (row.empty()) throw std::invalid_argument("nucleus::logprobs_of: empty row");
-  if (out.size() != ids.size()) throw std::invalid_argument("nucleus::logprobs_of: out.size() must equal ids.size()");
+  if (out.size() != ids.size())
+    throw std::invalid_argument("nucleus::logprobs_of: out.size() must equal ids.size()");
   for (std::int32_t t : ids)
     if (t < 0 || static_cast<std::size_t>(t) >= row.size())
-      throw std::invalid_argument("nucleus::logprobs_of: token id " + std::to_string(t) + " is outside the row");
+      throw std::invalid_argument("nucleus::logprobs_of: token id " + std::to_string(t) +
+                                  " is outside the row");
   using namespace detail;
   const T* x = row.data();
   const std::size_t n = row.size();
@@ -47,7 +49,8 @@ status logprobs_of(std::span<const T> row, std::span<const std::int32_t> ids, st
   return status::ok;
 }
 
-inline status logprobs_of(std::span<const float> row, std::span<const std::int32_t> ids, std::span<float> out) {
+inline status logprobs_of(std::span<const float> row, std::span<const std::int32_t> ids,
+                          std::span<float> out) {
   return logprobs_of<float>(row, ids, out);
 }
 

@@ -52,14 +52,17 @@ struct top_k_stage : stage<top_k_stage> {
     const float kv = detail::key_value(kth);
     std::size_t m = k;
     s.visit([&](const auto* x) {
-      detail::for_each_pack(x, s.size(), -detail::inf(), [&](const detail::fpack& p, std::size_t base) NUCLEUS_LAMBDA_INLINE {
-        for (std::uint64_t bits = detail::mask_bits(detail::eq(p, detail::splat(kv))); bits; bits &= bits - 1) {
-          const std::size_t i = base + static_cast<std::size_t>(std::countr_zero(bits));
-          if (i >= s.size()) break;
-          const std::uint64_t key = detail::rank_key(kv, s.id(i));
-          if (key < kth && m < s.size()) keys[m++] = key;  // (m < size always holds; a guard)
-        }
-      });
+      detail::for_each_pack(x, s.size(), -detail::inf(),
+                            [&](const detail::fpack& p, std::size_t base) NUCLEUS_LAMBDA_INLINE {
+                              for (std::uint64_t bits = detail::mask_bits(detail::eq(p, detail::splat(kv)));
+                                   bits; bits &= bits - 1) {
+                                const std::size_t i = base + static_cast<std::size_t>(std::countr_zero(bits));
+                                if (i >= s.size()) break;
+                                const std::uint64_t key = detail::rank_key(kv, s.id(i));
+                                if (key < kth && m < s.size())
+                                  keys[m++] = key;  // (m < size always holds; a guard)
+                              }
+                            });
     });
     std::sort(keys + k, keys + m, std::greater<>{});
     return m - k;

@@ -45,8 +45,8 @@ struct top_p_stage : stage<top_p_stage> {
     if (!s.live() || s.size() == 1) return;
     const float inv = s.inv_temperature();
     workspace& ws = s.ws();
-    const double z =
-        s.visit([&](const auto* x) { return detail::exp_sum(x, s.size(), m, inv, nullptr, detail::block_elems); });
+    const double z = s.visit(
+        [&](const auto* x) { return detail::exp_sum(x, s.size(), m, inv, nullptr, detail::block_elems); });
     const double target = static_cast<double>(p) * z;
 
     if (s.sorted()) {  // after top_k: walk the prefix, no sort, no histogram
@@ -83,7 +83,8 @@ struct top_p_stage : stage<top_p_stage> {
       const float neg_unit = -detail::top_p_bins_per_unit;
       auto bin_of = [&](float x) {
         const float b = detail::scaled(x, m, inv) * neg_unit;
-        return b < last_bin ? static_cast<std::uint32_t>(b) : static_cast<std::uint32_t>(detail::hist_bins - 1);
+        return b < last_bin ? static_cast<std::uint32_t>(b)
+                            : static_cast<std::uint32_t>(detail::hist_bins - 1);
       };
       // Neighbouring tokens often share a bin: alternating two histograms halves the chain of
       // dependent adds into one bin. Each bin's mass is then added in one fixed order.
@@ -106,11 +107,12 @@ struct top_p_stage : stage<top_p_stage> {
       std::size_t members = 0;
       const detail::fpack sh = detail::splat(m), sc = detail::splat(inv), nu = detail::splat(neg_unit);
       const detail::fpack lo = detail::splat(static_cast<float>(edge));
-      const detail::fpack hi = detail::splat(edge + 1 < detail::hist_bins ? static_cast<float>(edge + 1) : detail::inf());
+      const detail::fpack hi =
+          detail::splat(edge + 1 < detail::hist_bins ? static_cast<float>(edge + 1) : detail::inf());
       detail::for_each_pack(v, n, m, [&](const detail::fpack& x, std::size_t base) NUCLEUS_LAMBDA_INLINE {
         const detail::fpack b = detail::mul(detail::scaled(x, sh, sc), nu);
-        for (std::uint64_t bits = detail::mask_bits(detail::ge(b, lo)) & detail::mask_bits(detail::gt(hi, b)); bits;
-             bits &= bits - 1) {
+        for (std::uint64_t bits = detail::mask_bits(detail::ge(b, lo)) & detail::mask_bits(detail::gt(hi, b));
+             bits; bits &= bits - 1) {
           const std::size_t k = base + static_cast<std::size_t>(std::countr_zero(bits));
           if (k >= n) break;
           keys[members++] = detail::rank_key(v[k], s.id(k));
