@@ -43,7 +43,9 @@ std::size_t compact_ge(const T* x, const std::int32_t* ids, std::size_t n, float
   const fpack sh = splat(shift), sc = splat(scale), th = splat(threshold);
   std::size_t out = 0;
   for_each_pack(x, n, -inf(), [&](const fpack& v, std::size_t base) NUCLEUS_LAMBDA_INLINE {
-    std::uint64_t bits = mask_bits(ge(scaled(v, sh, sc), th));
+    const mpack keep = ge(scaled(v, sh, sc), th);
+    if (!any(keep)) return;  // most packs of a narrowing filter keep nothing: skip the readout
+    std::uint64_t bits = mask_bits(keep);
     if (n - base < lanes) bits &= (std::uint64_t{1} << (n - base)) - 1;  // never the padding
 #if !defined(NUCLEUS_NO_SIMD) && defined(__AVX512F__)
     if (bits) out = compress_pack(v, bits, base, ids, vals_out, ids_out, out);

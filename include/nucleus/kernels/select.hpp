@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -27,6 +28,20 @@ std::size_t select_top_k(const T* x, const std::int32_t* ids, std::size_t n, std
   const std::size_t cap = select_capacity(k);
   std::size_t count = 0;
   float threshold = -inf();
+  // Priming: the maxima of the first k packs are k distinct candidates, so the k-th best of the row
+  // is at least the smallest of them, t. Anything at or below the float just under t can never make
+  // the top k; starting from there skips most of the inserts the threshold would otherwise need to
+  // settle. (Values equal to t still get in: ties are decided by id below.)
+  if (k * lanes <= n) {
+    float t = inf();
+    for (std::size_t c = 0; c < k && t > -inf(); ++c) {
+      const lane_array a = to_lanes(load(x + c * lanes));
+      float m = -inf();
+      for (float v : a.v) m = v > m ? v : m;  // NaN never wins
+      t = m < t ? m : t;
+    }
+    if (t > -inf()) threshold = std::nextafter(t, -inf());
+  }
   auto shrink = [&] {
     std::nth_element(keys, keys + (k - 1), keys + count, std::greater<>{});
     count = k;
@@ -36,7 +51,9 @@ std::size_t select_top_k(const T* x, const std::int32_t* ids, std::size_t n, std
   // needs ids ascending in scan order, which holds for every candidate set the library builds
   // except a top-k result, which is already in rank order.
   for_each_pack(x, n, -inf(), [&](const fpack& v, std::size_t base) NUCLEUS_LAMBDA_INLINE {
-    for (std::uint64_t bits = mask_bits(gt(v, splat(threshold))); bits; bits &= bits - 1) {
+    const mpack above = gt(v, splat(threshold));
+    if (!any(above)) return;  // the common case once the threshold has settled: no lane to read out
+    for (std::uint64_t bits = mask_bits(above); bits; bits &= bits - 1) {
       const std::size_t i = base + static_cast<std::size_t>(std::countr_zero(bits));
       if (i >= n) break;
       const float xi = to_float(x[i]);
