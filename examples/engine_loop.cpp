@@ -30,7 +30,7 @@ struct request {
   nc::sampler sampler;
   std::vector<std::int32_t> prompt;
   std::size_t max_tokens = 0;
-  nc::model::llama* net = nullptr;  // this request's sequence: weights and KV cache
+  nc::model::llama* net = nullptr;  // this request's sequence (shared weights, its own KV cache)
   std::span<const float> logits{};  // the next-token logits of that sequence
   trace out{};
 };
@@ -137,8 +137,8 @@ int main(int argc, char** argv) {
     reqs.push_back({"llama_cpp T=0.8 min_p=0.05 seed=3 logprobs=3",
                     nc::presets::llama_cpp({.temperature = 0.8f, .min_p = 0.05f, .seed = 3, .logprobs = 3}),
                     prompt("Tell me a fun fact about octopuses."), budget(2)});
-    // nucleus::model::llama holds weights and KV cache together, so each request gets its own copy:
-    // the weights are held once per sequence in this example; a real engine shares them.
+    // One sequence per request: copies of a llama share its weights and get their own KV cache.
+    // (The forward passes still run one sequence at a time; the sampling is what is batched.)
     std::vector<nc::model::llama> nets(reqs.size() - 1, m->net);
     nets.push_back(std::move(m->net));
     std::vector<request*> all;

@@ -169,6 +169,28 @@ TEST_CASE("llama: GGUF layout with llama.cpp's Q/K permutation gives the Hugging
   }
 }
 
+TEST_CASE("llama: copies share the weights and keep their own sequences", "[model][llama]") {
+  nucleus::test::tiny_spec s;
+  llama a = llama::load(nucleus::test::make_hf_model(s, 5));
+  llama b = a;
+  CHECK(b.shares_weights_with(a));
+  CHECK_FALSE(llama::load(nucleus::test::make_hf_model(s, 5)).shares_weights_with(a));
+  const std::vector<std::int32_t> other = {3, 1, 4, 1, 5};
+  const std::vector<float> alone = copy(a.prefill(tiny_tokens));
+  a.reset();
+  // Interleave the two sequences: neither sees the other's cache.
+  const std::vector<float> bx = copy(b.prefill(other));
+  const std::vector<float> ax = copy(a.prefill(tiny_tokens));
+  CHECK(ax == alone);
+  const std::vector<float> bd = copy(b.decode(2));
+  llama c = llama::load(nucleus::test::make_hf_model(s, 5));
+  c.prefill(other);
+  CHECK(copy(c.decode(2)) == bd);
+  CHECK(a.position() == static_cast<std::int64_t>(tiny_tokens.size()));
+  CHECK(b.position() == static_cast<std::int64_t>(other.size() + 1));
+  (void)bx;
+}
+
 TEST_CASE("llama: decode allocates nothing", "[model][llama]") {
   nucleus::test::tiny_spec s;
   s.arch = "qwen3";

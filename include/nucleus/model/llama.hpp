@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -45,6 +46,9 @@ class llama {
   std::int64_t context() const noexcept { return cache_.context(); }
   std::int64_t position() const noexcept { return cache_.size(); }  // tokens in the KV cache
   void reset() noexcept { cache_.clear(); }
+  // Copies share the (read-only) weights and get their own KV cache and scratch: a copy is one more
+  // sequence for the cost of its cache, as an engine runs many requests over one model.
+  bool shares_weights_with(const llama& other) const noexcept { return weights_ == other.weights_; }
 
   // Runs `tokens` after whatever the cache holds (reset() first for a new sequence), with batched
   // matrix products. Returns the logits of the last position (vocab() floats), or with all_positions
@@ -74,7 +78,7 @@ class llama {
   template <class Names, class S>
   void load_weights(const S& source, const std::string& file);
 
-  const matrix& head() const noexcept { return config_.tied_embeddings ? embed_ : output_; }
+  const matrix& head() const noexcept { return config_.tied_embeddings ? weights_->embed : weights_->output; }
   void check_tokens(std::span<const std::int32_t> tokens) const;
   void set_rope_angles(std::int64_t pos, float* cos, float* sin) const noexcept;
   // logits_out: the chunk's rows of all-position logits; nullptr: only the last row's, into logits_,
@@ -82,10 +86,15 @@ class llama {
   void prefill_chunk_at(std::span<const std::int32_t> tokens, float* logits_out, bool last_chunk);
 
   llama_config config_;
-  matrix embed_;   // [vocab, hidden]
-  matrix output_;  // [vocab, hidden]; empty when tied
-  vector output_norm_;
-  std::vector<layer> layers_;
+  // Read-only after load, and shared by copies: each copy is one more sequence (its own KV cache and
+  // scratch) over the same weights.
+  struct weights {
+    matrix embed;   // [vocab, hidden]
+    matrix output;  // [vocab, hidden]; empty when tied
+    vector output_norm;
+    std::vector<layer> layers;
+  };
+  std::shared_ptr<const weights> weights_;
   kv_cache cache_;
   std::vector<double> inv_freq_;  // [head_dim / 2]
 
@@ -235,19 +244,21 @@ void llama::load_weights(const S& source, const std::string& file) {
   const detail::weight_reader<S> r(source, file);
   const std::int64_t H = c.hidden, hd = c.head_dim, qd = c.q_dim(), kvd = c.kv_dim(), I = c.intermediate;
   const bool permuted = c.rope == rope_style::adjacent_pairs;
+  auto fresh = std::make_shared<weights>();
+  weights& W = *fresh;
 
-  embed_.resize(c.vocab, H);
-  r.read(std::string(Names::embedding), {c.vocab, H}, embed_.data());
+  W.embed.resize(c.vocab, H);
+  r.read(std::string(Names::embedding), {c.vocab, H}, W.embed.data());
   if (!c.tied_embeddings) {
-    output_.resize(c.vocab, H);
-    r.read(std::string(Names::output), {c.vocab, H}, output_.data());
+    W.output.resize(c.vocab, H);
+    r.read(std::string(Names::output), {c.vocab, H}, W.output.data());
   }
-  output_norm_.resize(H);
-  r.read(std::string(Names::output_norm), {H}, output_norm_.data());
+  W.output_norm.resize(H);
+  r.read(std::string(Names::output_norm), {H}, W.output_norm.data());
 
-  layers_.resize(static_cast<std::size_t>(c.n_layers));
+  W.layers.resize(static_cast<std::size_t>(c.n_layers));
   for (std::int64_t i = 0; i < c.n_layers; ++i) {
-    layer& L = layers_[static_cast<std::size_t>(i)];
+    layer& L = W.layers[static_cast<std::size_t>(i)];
     auto name = [&](std::string_view leaf) { return Names::layer(i, leaf); };
     L.attn_norm.resize(H);
     r.read(name(Names::attn_norm), {H}, L.attn_norm.data());
@@ -289,6 +300,7 @@ void llama::load_weights(const S& source, const std::string& file) {
     L.w_down.resize(H, I);
     r.read(name(Names::down), {H, I}, L.w_down.data());
   }
+  weights_ = std::move(fresh);
 }
 
 inline void llama::check_tokens(std::span<const std::int32_t> tokens) const {
@@ -323,9 +335,9 @@ inline std::span<const float> llama::decode(std::int32_t token) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   set_rope_angles(pos, cos_.data(), sin_.data());
 
-  x_ = embed_.row(token).transpose();
+  x_ = weights_->embed.row(token).transpose();
   for (std::int64_t l = 0; l < c.n_layers; ++l) {
-    const layer& L = layers_[static_cast<std::size_t>(l)];
+    const layer& L = weights_->layers[static_cast<std::size_t>(l)];
     detail::rms_norm(x_.data(), L.attn_norm.data(), H, c.rms_eps, h_.data());
     qkv_.noalias() = L.wqkv * h_;
     if (c.qkv_bias) qkv_ += L.bqkv;
@@ -357,7 +369,7 @@ inline std::span<const float> llama::decode(std::int32_t token) {
     x_.noalias() += L.w_down * act_;
   }
   cache_.advance(1);
-  detail::rms_norm(x_.data(), output_norm_.data(), H, c.rms_eps, h_.data());
+  detail::rms_norm(x_.data(), weights_->output_norm.data(), H, c.rms_eps, h_.data());
   logits_.noalias() = head() * h_;
   return {logits_.data(), static_cast<std::size_t>(c.vocab)};
 }
@@ -389,9 +401,9 @@ inline void llama::prefill_chunk_at(std::span<const std::int32_t> tokens, float*
   for (std::int64_t t = 0; t < n; ++t) set_rope_angles(p0 + t, cos.row(t).data(), sin.row(t).data());
 
   matrix X(n, H), Hn(n, H), QKV(n, qd + 2 * kvd), ATT(n, qd), GU(n, 2 * I), ACT(n, I), S(n, p0 + n);
-  for (std::int64_t t = 0; t < n; ++t) X.row(t) = embed_.row(tokens[static_cast<std::size_t>(t)]);
+  for (std::int64_t t = 0; t < n; ++t) X.row(t) = weights_->embed.row(tokens[static_cast<std::size_t>(t)]);
   for (std::int64_t l = 0; l < c.n_layers; ++l) {
-    const layer& L = layers_[static_cast<std::size_t>(l)];
+    const layer& L = weights_->layers[static_cast<std::size_t>(l)];
     for (std::int64_t t = 0; t < n; ++t) {
       detail::rms_norm(X.row(t).data(), L.attn_norm.data(), H, c.rms_eps, Hn.row(t).data());
     }
@@ -435,11 +447,11 @@ inline void llama::prefill_chunk_at(std::span<const std::int32_t> tokens, float*
   cache_.advance(n);
   if (logits_out != nullptr) {
     for (std::int64_t t = 0; t < n; ++t) {
-      detail::rms_norm(X.row(t).data(), output_norm_.data(), H, c.rms_eps, Hn.row(t).data());
+      detail::rms_norm(X.row(t).data(), weights_->output_norm.data(), H, c.rms_eps, Hn.row(t).data());
     }
     Eigen::Map<matrix>(logits_out, n, c.vocab).noalias() = Hn * head().transpose();
   } else if (last_chunk) {
-    detail::rms_norm(X.row(n - 1).data(), output_norm_.data(), H, c.rms_eps, h_.data());
+    detail::rms_norm(X.row(n - 1).data(), weights_->output_norm.data(), H, c.rms_eps, h_.data());
     logits_.noalias() = head() * h_;
   }
 }
