@@ -208,7 +208,6 @@ TEST_CASE("batch: the pool takes lvalue tasks and rethrows a task's exception af
 }
 
 TEST_CASE("batch: processors never create or remove an infinity", "[batch][engine]") {
-  const std::size_t V = 8;
   std::vector<float> row = {1.0f, 3e38f, -3e38f, nc::to_float(nc::bf16{0x7F80}), -1.0f, 0.5f, 2.0f, 0.0f};
   nc::workspace ws;
   nc::sampling_params p;
@@ -224,5 +223,4 @@ TEST_CASE("batch: processors never create or remove an infinity", "[batch][engin
   row[3] = 1.0f;  // without the forced token, token 1 (3e38 + 3e38, clamped to FLT_MAX) wins outright
   const auto r = s.sample(std::span<const float>(row), ws, {{}, out, {}, 0});
   CHECK(r.token == 1);
-  (void)V;
 }

@@ -184,11 +184,10 @@ TEST_CASE("llama: copies share the weights and keep their own sequences", "[mode
   CHECK(ax == alone);
   const std::vector<float> bd = copy(b.decode(2));
   llama c = llama::load(nucleus::test::make_hf_model(s, 5));
-  c.prefill(other);
+  CHECK(copy(c.prefill(other)) == bx);  // b, interleaved with a, saw only its own tokens
   CHECK(copy(c.decode(2)) == bd);
   CHECK(a.position() == static_cast<std::int64_t>(tiny_tokens.size()));
   CHECK(b.position() == static_cast<std::int64_t>(other.size() + 1));
-  (void)bx;
 }
 
 TEST_CASE("llama: decode allocates nothing", "[model][llama]") {

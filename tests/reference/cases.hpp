@@ -68,6 +68,7 @@ inline double random_parameter(op o, std::size_t V, nucleus_ref::rng& g) {
       if (pick == 3) return f(0.7);
       return f(g.uniform(0.1, 2.5));
     case op::top_k:
+    case op::top_k_ties:
       if (pick == 0) return 0.0;
       if (pick == 1) return 1.0;
       if (pick == 2) return static_cast<double>(V);
@@ -155,6 +156,8 @@ auto make_stage(double v) {
     return nucleus::temperature(static_cast<float>(v));
   else if constexpr (O == op::top_k)
     return nucleus::top_k(static_cast<int>(v));
+  else if constexpr (O == op::top_k_ties)
+    return nucleus::top_k(static_cast<int>(v), nucleus::ties::keep);
   else if constexpr (O == op::top_p)
     return nucleus::top_p(static_cast<float>(v));
   else

@@ -242,70 +242,31 @@ inline std::vector<float> apply_processors(std::span<const float> row, const eng
 // ---------------------------------------------------------------------------------------------
 // The engine orders' stage sequences.
 
-enum class eop { temperature, top_k, top_k_ties, top_p, min_p };
-struct engine_stage {
-  eop kind;
-  double value;
-};
-
-inline std::vector<engine_stage> engine_stages(const engine_params& p, engine_order o) {
+inline std::vector<stage> engine_stages(const engine_params& p, engine_order o) {
   // A temperature whose 1/T overflows float is the T -> 0 limit: greedy.
   const bool tiny = p.temperature > 0.0f && std::isinf(1.0f / p.temperature);
-  const double T = tiny ? 0.0 : p.temperature, k = static_cast<double>(p.top_k), tp = p.top_p, m = p.min_p;
+  const double T = tiny ? 0.0 : p.temperature, tp = p.top_p, m = p.min_p;
+  const long long k = p.top_k;
   switch (o) {
     case engine_order::nucleus:
-      return {{eop::temperature, T}, {eop::top_k, k}, {eop::top_p, tp}, {eop::min_p, m}};
+      return {temperature(T), top_k(k), top_p(tp), min_p(m)};
     case engine_order::vllm:
-      if (T < 1e-5) return {{eop::temperature, 0.0}};  // vLLM samples greedily below 1e-5
-      return {{eop::temperature, T}, {eop::min_p, m}, {eop::top_k_ties, k}, {eop::top_p, tp}};
+      if (T < 1e-5) return {temperature(0.0)};  // vLLM samples greedily below 1e-5
+      return {temperature(T), min_p(m), top_k_ties(k), top_p(tp)};
     case engine_order::hf:
-      return {{eop::temperature, T}, {eop::top_k_ties, k}, {eop::top_p, tp}, {eop::min_p, m}};
+      return {temperature(T), top_k_ties(k), top_p(tp), min_p(m)};
     case engine_order::llama_cpp:
       // Temperature last: top-k, top-p and min-p see T = 1. T <= 0 is greedy.
-      return {{eop::top_k, k}, {eop::top_p, tp}, {eop::min_p, m}, {eop::temperature, T <= 0.0 ? 0.0 : T}};
+      return {top_k(k), top_p(tp), min_p(m), temperature(T <= 0.0 ? 0.0 : T)};
   }
   return {};
-}
-
-inline std::string describe(std::span<const engine_stage> stages) {
-  std::ostringstream os;
-  os.precision(9);
-  static const char* names[] = {"temperature", "top_k", "top_k_ties", "top_p", "min_p"};
-  for (std::size_t i = 0; i < stages.size(); ++i)
-    os << (i ? " | " : "") << names[static_cast<int>(stages[i].kind)] << "(" << stages[i].value << ")";
-  return os.str();
-}
-
-inline state run_stages(std::span<const float> processed, std::span<const engine_stage> stages,
-                        const guide_fn* guide = nullptr) {
-  state s = candidates(processed);
-  for (const engine_stage& st : stages) {
-    switch (st.kind) {
-      case eop::temperature:
-        apply_temperature(s, st.value);
-        break;
-      case eop::top_k:
-        apply_top_k(s, static_cast<long long>(st.value));
-        break;
-      case eop::top_k_ties:
-        apply_top_k_ties(s, static_cast<long long>(st.value));
-        break;
-      case eop::top_p:
-        apply_top_p(s, st.value, guide);
-        break;
-      case eop::min_p:
-        apply_min_p(s, st.value, guide);
-        break;
-    }
-  }
-  return s;
 }
 
 // One request on one row: the status, the processed row, the stages and the processed distribution.
 struct engine_outcome {
   engine_status st = engine_status::ok;
   std::vector<float> processed;
-  std::vector<engine_stage> stages;
+  std::vector<stage> stages;
   distribution dist;
 };
 
@@ -319,7 +280,7 @@ inline engine_outcome engine_process(std::span<const float> row, const engine_pa
     return out;
   }
   out.processed = apply_processors(row, p, o, rq);
-  out.dist = finish(run_stages(out.processed, out.stages, guide));
+  out.dist = finish(run(out.processed, out.stages, guide));
   out.st = to_engine(out.dist.st);
   return out;
 }

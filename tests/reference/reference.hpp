@@ -222,7 +222,7 @@ inline const char* to_string(status s) {
   return "?";
 }
 
-enum class op { temperature, top_k, top_p, min_p };
+enum class op { temperature, top_k, top_k_ties, top_p, min_p };  // top_k_ties: ties::keep
 struct stage {
   op kind;
   double value;  // T, k, p or m
@@ -232,6 +232,9 @@ inline stage temperature(double T) {
 }
 inline stage top_k(long long k) {
   return {op::top_k, static_cast<double>(k)};
+}
+inline stage top_k_ties(long long k) {
+  return {op::top_k_ties, static_cast<double>(k)};
 }
 inline stage top_p(double p) {
   return {op::top_p, p};
@@ -251,6 +254,9 @@ inline std::string describe(std::span<const stage> chain) {
         break;
       case op::top_k:
         os << "top_k(" << static_cast<long long>(chain[i].value) << ")";
+        break;
+      case op::top_k_ties:
+        os << "top_k(" << static_cast<long long>(chain[i].value) << ", ties::keep)";
         break;
       case op::top_p:
         os << "top_p(" << chain[i].value << ")";
@@ -429,6 +435,9 @@ inline state run(std::span<const float> row, std::span<const stage> chain, const
         break;
       case op::top_k:
         apply_top_k(s, static_cast<long long>(st.value));
+        break;
+      case op::top_k_ties:
+        apply_top_k_ties(s, static_cast<long long>(st.value));
         break;
       case op::top_p:
         apply_top_p(s, st.value, guide);

@@ -1,5 +1,5 @@
 // The element types a logit row may hold: float, bfloat16 and IEEE half. 16-bit rows are read by the
-// kernels directly (widened to float in registers); no full-row float copy is made.
+// kernels directly (widened to float in registers); the chains make no full-row float copy.
 #pragma once
 
 #include <bit>

@@ -156,6 +156,7 @@ class row_state {
     const double z = visit([&](const auto* x) {
       return detail::exp_sum(x, n_, m, inv_temp_, ws_.blocks.data(), detail::block_elems);
     });
+    draw_sum_ = z;
     const double target = detail::uniform(key) * z;
     const auto i = visit([&](const auto* x) {
       return detail::pick(x, n_, m, inv_temp_, ws_.blocks.data(), detail::block_elems, target,
@@ -168,6 +169,9 @@ class row_state {
     const auto at = static_cast<std::size_t>(i);
     return {id(at), static_cast<float>(static_cast<double>(scaled(at)) - std::log(z)), status::ok};
   }
+
+  // The exp-sum the last draw() normalized by (the candidates' weights at the current temperature).
+  double draw_sum() const noexcept { return draw_sum_; }
 
   distribution materialize() noexcept {
     if (greedy_) {
@@ -203,6 +207,7 @@ class row_state {
   std::size_t n_;
   float inv_temp_ = 1.0f;
   float max_ = 0.0f;
+  double draw_sum_ = 0.0;
   bool has_max_ = false;
   bool greedy_ = false;
   bool sorted_ = false;

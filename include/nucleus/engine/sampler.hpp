@@ -73,24 +73,11 @@ class sampler {
   template <logit_type T>
   row_result sample(std::span<const T> row, workspace& ws, const row_request& rq,
                     std::span<token_logprob> top = {}) const {
-    row_result r;
-    if (row.empty()) {
-      r.status = status::empty_row;
-      return r;
-    }
-    if (!procs_.fits(row.size(), rq)) {
-      r.status = status::invalid_input;
-      return r;
-    }
-    ws.reserve(row.size());
-    const bool processed = procs_.active(rq);
-    const float* x = processed ? procs_.apply(row, ws, rq) : nullptr;
-    return std::visit(
-        [&](const auto& c) {
-          if (processed) return run(c, std::span<const float>(x, row.size()), row, ws, rq, top);
-          return run(c, row, row, ws, rq, top);
-        },
-        chain_);
+    if (row.empty()) return {.status = status::empty_row};
+    if (!procs_.fits(row.size(), rq)) return {.status = status::invalid_input};
+    return with_row(row, ws, rq, [&](auto x) {
+      return std::visit([&](const auto& c) { return run(c, x, row, ws, rq, top); }, chain_);
+    });
   }
 
   // The processed distribution (processors and stages, no draw), as a chain without a terminal
@@ -99,24 +86,22 @@ class sampler {
   distribution process(std::span<const T> row, workspace& ws, const row_request& rq) const {
     if (row.empty()) return {nullptr, nullptr, 0, false, status::empty_row};
     if (!procs_.fits(row.size(), rq)) return {nullptr, nullptr, 0, false, status::invalid_input};
-    ws.reserve(row.size());
-    const bool processed = procs_.active(rq);
-    const float* x = processed ? procs_.apply(row, ws, rq) : nullptr;
-    return std::visit(
-        [&](const auto& c) {
-          if (processed) {
-            row_state s(std::span<const float>(x, row.size()), ws);
-            c.apply(s);
-            return s.materialize();
-          }
-          row_state s(row, ws);
-          c.apply(s);
-          return s.materialize();
-        },
-        chain_);
+    return with_row(row, ws, rq, [&](auto x) {
+      row_state s(x, ws);
+      std::visit([&](const auto& c) { c.apply(s); }, chain_);
+      return s.materialize();
+    });
   }
 
  private:
+  // Calls f with the row the stages read: the processors' float row when any processor acts on this
+  // request, else the caller's row as it is (any dtype, no copy).
+  template <logit_type T, class F>
+  decltype(auto) with_row(std::span<const T> row, workspace& ws, const row_request& rq, F&& f) const {
+    if (procs_.active(rq)) return f(std::span<const float>(procs_.apply(row, ws, rq), row.size()));
+    return f(row);
+  }
+
   template <class C, logit_type U, logit_type T>
   row_result run(const C& c, std::span<const U> x, std::span<const T> raw, workspace& ws,
                  const row_request& rq, std::span<token_logprob> top) const {
@@ -133,37 +118,24 @@ class sampler {
     return r;
   }
 
-  // The token's place in log_softmax(raw), and the raw top-n.
+  // The token's place in log_softmax(raw), and the raw top-n: log_softmax's own rules and bits
+  // (ops/normalizer.hpp). Three passes: the top-n selection (or a max), the normalizer, the rank.
   template <logit_type T>
   static void raw_logprobs(std::span<const T> raw, row_result& r, workspace& ws,
                            std::span<token_logprob> top) {
     const T* x = raw.data();
     const std::size_t v = raw.size();
-    const float xt = to_float(x[r.token]);
-    const float m = detail::max_value(x, v);
-    r.rank = static_cast<std::int32_t>(detail::count_greater(x, v, xt) + 1);
-    if (m == detail::inf() || !(m > -detail::inf())) {
-      // The raw row's mass sits on its +inf tokens (docs/semantics.md), or it had no candidate and a
-      // processor made this token one: top_logprobs has the rules for both.
-      const std::size_t infs = detail::count_greater(x, v, std::numeric_limits<float>::max());
-      r.logprob =
-          xt == detail::inf() ? static_cast<float>(-std::log(static_cast<double>(infs))) : -detail::inf();
-      const auto t = top_logprobs(raw, top.size(), ws);
-      std::copy(t.begin(), t.end(), top.begin());
-      r.top_count = static_cast<std::uint32_t>(t.size());
-      return;
+    detail::raw_normalizer norm;
+    if (top.empty()) {
+      norm = detail::normalizer_for(x, v, detail::max_value(x, v));
+    } else {
+      std::uint64_t* keys = ws.keys.ensure(detail::select_capacity(top.size()));
+      r.top_count =
+          static_cast<std::uint32_t>(detail::top_raw_logprobs(x, v, top.size(), keys, top.data(), &norm));
     }
-    // log_softmax's formula, with its max and log-sum reused for the top-n (three passes in all,
-    // plus one selection pass for the top-n).
-    const auto lse =
-        static_cast<float>(std::log(detail::exp_sum(x, v, m, 1.0f, nullptr, detail::block_elems)));
-    r.logprob = (xt - m) - lse;
-    if (top.empty()) return;
-    std::uint64_t* keys = ws.keys.ensure(detail::select_capacity(top.size()));
-    const std::size_t c = detail::select_top_k(x, nullptr, v, top.size(), keys);
-    for (std::size_t i = 0; i < c; ++i)
-      top[i] = {detail::key_id(keys[i]), (detail::key_value(keys[i]) - m) - lse};
-    r.top_count = static_cast<std::uint32_t>(c);
+    const float xt = to_float(x[r.token]);
+    r.logprob = norm(xt);
+    r.rank = static_cast<std::int32_t>(detail::count_greater(x, v, xt) + 1);
   }
 
   // The token's place in the distribution the draw used, and its top-n.
@@ -192,9 +164,7 @@ class sampler {
     r.rank = static_cast<std::int32_t>(
         s.visit([&](const auto* x) { return detail::count_greater(x, s.size(), xt); }) + 1);
     if (top.empty()) return;
-    const double z = s.visit(
-        [&](const auto* x) { return detail::exp_sum(x, s.size(), m, inv, nullptr, detail::block_elems); });
-    const double log_z = std::log(z);
+    const double log_z = std::log(s.draw_sum());  // the draw's normalizer, not a second exp pass
     const std::size_t k = std::min(top.size(), s.size());
     std::uint64_t* keys = ws.keys.ensure(detail::select_capacity(k));
     const std::size_t c =

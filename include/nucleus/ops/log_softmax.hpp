@@ -8,6 +8,7 @@
 
 #include "nucleus/core/result.hpp"
 #include "nucleus/kernels/reduce.hpp"
+#include "nucleus/ops/normalizer.hpp"
 
 namespace nucleus {
 
@@ -22,30 +23,21 @@ status log_softmax(std::span<const T> logits, std::span<float> out) {
   using namespace detail;
   const T* x = logits.data();
   const std::size_t n = logits.size();
-  const float m = max_value(x, n);
-  if (m == -inf()) {
+  const raw_normalizer norm = normalizer_for(x, n, max_value(x, n));
+  if (norm.no_candidates()) {
     for (float& o : out) o = -inf();
     return status::no_candidates;
   }
-  if (m == inf()) {
-    std::size_t c = 0;
-    for (std::size_t i = 0; i < n; ++i) c += to_float(x[i]) == inf();
-    const auto lp = static_cast<float>(-std::log(static_cast<double>(c)));
-    for (std::size_t i = 0; i < n; ++i) out[i] = to_float(x[i]) == inf() ? lp : -inf();
-    return status::ok;
-  }
-  const auto lse = static_cast<float>(std::log(exp_sum(x, n, m, 1.0f, nullptr, block_elems)));
-  const fpack mv = splat(m), lv = splat(lse), ninf = splat(-inf());
   std::size_t i = 0;
-  // (x - m) is exact near the maximum, so the likely tokens keep full precision.
-  for (; i + lanes <= n; i += lanes) {
-    const fpack v = load(x + i);
-    store(out.data() + i, select(eq(v, v), sub(sub(v, mv), lv), ninf));
+  if (norm.max < inf()) {  // norm(x) over packs: (x - max) - lse, NaN -> -inf
+    const fpack mv = splat(norm.max), lv = splat(norm.lse), ninf = splat(-inf());
+    // (x - max) is exact near the maximum, so the likely tokens keep full precision.
+    for (; i + lanes <= n; i += lanes) {
+      const fpack v = load(x + i);
+      store(out.data() + i, select(eq(v, v), sub(sub(v, mv), lv), ninf));
+    }
   }
-  for (; i < n; ++i) {
-    const float xi = to_float(x[i]);
-    out[i] = xi == xi ? (xi - m) - lse : -inf();
-  }
+  for (; i < n; ++i) out[i] = norm(to_float(x[i]));
   return status::ok;
 }
 

@@ -12,6 +12,7 @@
 #include "nucleus/core/logit_types.hpp"
 #include "nucleus/core/result.hpp"
 #include "nucleus/kernels/reduce.hpp"
+#include "nucleus/ops/normalizer.hpp"
 
 namespace nucleus {
 
@@ -27,26 +28,10 @@ status logprobs_of(std::span<const T> row, std::span<const std::int32_t> ids, st
     if (t < 0 || static_cast<std::size_t>(t) >= row.size())
       throw std::invalid_argument("nucleus::logprobs_of: token id " + std::to_string(t) +
                                   " is outside the row");
-  using namespace detail;
-  const T* x = row.data();
-  const std::size_t n = row.size();
-  const float m = max_value(x, n);
-  if (m == -inf()) {
-    for (float& o : out) o = -inf();
-    return status::no_candidates;
-  }
-  if (m == inf()) {
-    const std::size_t c = count_greater(x, n, std::numeric_limits<float>::max());
-    const auto lp = static_cast<float>(-std::log(static_cast<double>(c)));
-    for (std::size_t i = 0; i < ids.size(); ++i) out[i] = to_float(x[ids[i]]) == inf() ? lp : -inf();
-    return status::ok;
-  }
-  const auto lse = static_cast<float>(std::log(exp_sum(x, n, m, 1.0f, nullptr, block_elems)));
-  for (std::size_t i = 0; i < ids.size(); ++i) {
-    const float xi = to_float(x[ids[i]]);
-    out[i] = xi == xi ? (xi - m) - lse : -inf();
-  }
-  return status::ok;
+  const detail::raw_normalizer norm =
+      detail::normalizer_for(row.data(), row.size(), detail::max_value(row.data(), row.size()));
+  for (std::size_t i = 0; i < ids.size(); ++i) out[i] = norm(to_float(row[static_cast<std::size_t>(ids[i])]));
+  return norm.no_candidates() ? status::no_candidates : status::ok;
 }
 
 inline status logprobs_of(std::span<const float> row, std::span<const std::int32_t> ids,

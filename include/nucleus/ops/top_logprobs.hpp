@@ -10,34 +10,40 @@
 #include "nucleus/core/workspace.hpp"
 #include "nucleus/kernels/reduce.hpp"
 #include "nucleus/kernels/select.hpp"
+#include "nucleus/ops/normalizer.hpp"
 
 namespace nucleus {
+
+namespace detail {
+
+// The k most likely tokens of x at T = 1 into out (rank order), from one selection pass and one
+// normalizer pass (the selection already knows the maximum). keys holds select_capacity(k). Returns
+// the count written; *norm (when given) receives the row's normalizer.
+template <logit_type T>
+std::size_t top_raw_logprobs(const T* x, std::size_t n, std::size_t k, std::uint64_t* keys,
+                             token_logprob* out, raw_normalizer* norm = nullptr) {
+  const std::size_t c = k == 0 ? 0 : select_top_k(x, nullptr, n, k, keys);
+  const raw_normalizer z = c == 0 ? raw_normalizer{} : normalizer_for(x, n, key_value(keys[0]));
+  if (norm) *norm = z;
+  std::size_t shown = 0;
+  for (; shown < c; ++shown) {
+    const float lp = z(key_value(keys[shown]));
+    if (z.max == inf() && lp == -inf()) break;  // with +inf in the row only the +inf tokens count
+    out[shown] = {key_id(keys[shown]), lp};
+  }
+  return shown;
+}
+
+}  // namespace detail
 
 // Descending by logprob, ties by ascending id; fewer than n entries when the row has fewer
 // candidates (none for an empty or all-NaN/-inf row). A view into ws, valid until its next use.
 template <logit_type T>
 std::span<const token_logprob> top_logprobs(std::span<const T> logits, std::size_t n, workspace& ws) {
   using namespace detail;
-  const std::size_t v = logits.size();
-  const std::size_t k = n < v ? n : v;
-  if (k == 0) return {};
-  std::uint64_t* keys = ws.keys.ensure(select_capacity(k));
-  const std::size_t c = select_top_k(logits.data(), nullptr, v, k, keys);
-  if (c == 0) return {};
-  token_logprob* out = ws.top.ensure(c);
-  const float m = key_value(keys[0]);
-  if (m == inf()) {
-    std::size_t infs = 0;
-    for (const T& x : logits) infs += to_float(x) == inf();
-    // only the +inf tokens are candidates (docs/semantics.md); they rank first
-    const std::size_t shown = c < infs ? c : infs;
-    const auto lp = static_cast<float>(-std::log(static_cast<double>(infs)));
-    for (std::size_t i = 0; i < shown; ++i) out[i] = {key_id(keys[i]), lp};
-    return {out, shown};
-  }
-  const auto lse_f = static_cast<float>(std::log(exp_sum(logits.data(), v, m, 1.0f, nullptr, block_elems)));
-  for (std::size_t i = 0; i < c; ++i) out[i] = {key_id(keys[i]), (key_value(keys[i]) - m) - lse_f};
-  return {out, c};
+  const std::size_t k = n < logits.size() ? n : logits.size();
+  token_logprob* out = ws.top.ensure(k);
+  return {out, top_raw_logprobs(logits.data(), logits.size(), k, ws.keys.ensure(select_capacity(k)), out)};
 }
 
 inline std::span<const token_logprob> top_logprobs(std::span<const float> logits, std::size_t n,
