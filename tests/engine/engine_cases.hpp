@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "reference/cases.hpp"
 #include "reference/engine_reference.hpp"
 
 namespace engine_cases {
@@ -157,20 +158,7 @@ inline std::string tagged(const char* tag, const std::string& e) {
   return out;
 }
 
-// Collects failures without flooding the log: the count and the first few messages.
-struct error_log {
-  std::size_t count = 0;
-  std::size_t checked = 0;
-  std::string first;
-  void add(const std::string& e) {
-    ++checked;
-    if (e.empty()) return;
-    if (++count <= 5) first += e + "\n";
-  }
-  std::string summary() const {
-    return std::to_string(count) + " of " + std::to_string(checked) + " checks failed; first:\n" + first;
-  }
-};
+using nucleus_cases::error_log;  // the core tests' failure collector
 
 // ---------------------------------------------------------------------------------------------
 // Random requests.
