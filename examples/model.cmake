@@ -12,3 +12,14 @@ if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
   target_compile_options(generate PRIVATE -Wno-maybe-uninitialized)
   target_compile_options(engine_loop PRIVATE -Wno-maybe-uninitialized)
 endif()
+
+# The default model: the one the tests use (cmake/NucleusModel.cmake), compiled in as the last resort
+# after $NUCLEUS_SMOLLM2_GGUF and scripts/get-model's cache.
+list(APPEND CMAKE_MODULE_PATH ${PROJECT_SOURCE_DIR}/cmake)
+include(NucleusModel)
+nucleus_find_smollm2(_smollm2)
+if(_smollm2)
+  foreach(t distribution generate engine_loop)
+    target_compile_definitions(${t} PRIVATE NUCLEUS_CONFIGURED_SMOLLM2_GGUF="${_smollm2}")
+  endforeach()
+endif()

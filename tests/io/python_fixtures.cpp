@@ -1,7 +1,9 @@
 // Against the PyPI gguf package (fixtures from make_fixtures.py). Every dequantizer is held to
 // bit-exact agreement with gguf.quants.dequantize: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1,
-// q2_k, q3_k, q4_k, q5_k, q6_k. None is allowed even 1 ulp.
+// q2_k, q3_k, q4_k, q5_k, q6_k. None is allowed even 1 ulp. And files the PyPI safetensors package
+// writes, zero-size tensors included, open as it wrote them.
 #include <nucleus/io/gguf.hpp>
+#include <nucleus/io/safetensors.hpp>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -132,6 +134,39 @@ TEST_CASE("GGUF files written by gguf.GGUFWriter read back exactly", "[gguf-py]"
       CHECK(reinterpret_cast<std::uintptr_t>(view->bytes.data()) % f.alignment() ==
             0);  // mmap is page aligned
       CHECK(bit_mismatches(dequantize(*view), read_array<float>(fixtures / file / (tname + ".f32"))) == 0);
+    }
+  }
+}
+
+TEST_CASE("safetensors files with zero-size tensors anywhere open as the package wrote them",
+          "[safetensors-py]") {
+  const auto manifest = read_json(fixtures / "safetensors.json");
+  REQUIRE(manifest.size() >= 5);
+  for (const auto& file : manifest) {
+    const auto path = fixtures / file["file"].get<std::string>();
+    INFO(path.string());
+    const auto f = safetensors_file::open(path);  // an empty tensor overlaps nothing
+    REQUIRE(f.tensors().size() == file["tensors"].size());
+    for (const auto& t : file["tensors"]) {
+      const auto tname = t["name"].get<std::string>();
+      INFO(tname);
+      const tensor_view* view = f.find_tensor(tname);
+      REQUIRE(view != nullptr);
+      CHECK(view->type == (t["dtype"] == "F32" ? dtype::f32 : dtype::f16));
+      CHECK(view->shape == t["shape"].get<std::vector<std::int64_t>>());
+      const auto offsets = t["offsets"].get<std::vector<std::size_t>>();
+      CHECK(view->bytes.size() == offsets[1] - offsets[0]);
+      std::string hex;
+      for (std::byte b : view->bytes) {
+        static constexpr char digits[] = "0123456789abcdef";
+        hex += digits[std::to_integer<int>(b) >> 4];
+        hex += digits[std::to_integer<int>(b) & 15];
+      }
+      CHECK(hex == t["hex"].get<std::string>());
+    }
+    // Data order, as the writer laid the bytes out: offsets never go back.
+    for (std::size_t i = 1; i < f.tensors().size(); ++i) {
+      CHECK(f.tensors()[i - 1].bytes.data() <= f.tensors()[i].bytes.data());
     }
   }
 }

