@@ -36,8 +36,8 @@ PROMPTS = [
 def default_model():
     """$NUCLEUS_SMOLLM2_GGUF, else scripts/find-model's answer (the one way every test finds it)."""
     path = os.environ.get("NUCLEUS_SMOLLM2_GGUF")
-    if path:
-        return path
+    if path is not None:  # set, even empty, by CMake: its answer stands (empty: no model)
+        return path or None
     import subprocess
     find = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "find-model")
     r = subprocess.run([sys.executable, find], capture_output=True, text=True)

@@ -111,6 +111,36 @@ TEST_CASE("smollm2: encode matches llama.cpp on the recorded corpus") {
       match, cases.size(), match_plain, cases.size(), round_trip, cases.size());
 }
 
+// docs/tokenizer.md: a byte the vocabulary has no symbol for is dropped by encode, as llama.cpp does
+// (its BPE looks each byte up and skips those with no token). SmolLM2 has none for 0x04 or 0x1d.
+TEST_CASE("smollm2: bytes with no token are dropped by encode, as llama.cpp drops them") {
+  const tokenizer& t = smollm2();
+  for (int b : {0x04, 0x1d}) {
+    INFO("byte " << b);
+    CHECK_FALSE(t.find(nucleus_test::byte_symbol(b)).has_value());
+    CHECK(t.encode(std::string(1, static_cast<char>(b)), false).empty());
+  }
+  CHECK(t.find(nucleus_test::byte_symbol(0x1c)).has_value());  // its neighbour has one
+  const std::string text =
+      "a\x04"
+      "b\x1d"
+      "c \x04\x04\x1d!";  // split: \x04b would be one escape
+  const ids got = t.encode(text, false);
+  CHECK(t.decode(got) == "abc !");
+  CHECK(t.decode(got) == representable(t, text));
+  // The recorded llama.cpp case with 0x1d: the same ids, and the byte is gone from its decode too.
+  bool seen = false;
+  for (const auto& c : recorded().at("cases")) {
+    const auto text_with = c.at("text").get<std::string>();
+    if (text_with.find('\x1d') == std::string::npos) continue;
+    seen = true;
+    const ids want = c.at("ids_no_special").get<ids>();
+    CHECK(t.encode(text_with, false) == want);
+    CHECK(t.decode(want).find('\x1d') == std::string::npos);
+  }
+  CHECK(seen);
+}
+
 TEST_CASE("smollm2: chatml prompts match the template and llama.cpp's tokens") {
   const tokenizer& t = smollm2();
   for (const auto& chat : recorded().at("chats")) {
