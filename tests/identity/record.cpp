@@ -1,15 +1,21 @@
-// Records what the library returns for every case of reference/cases.hpp, one line per case, so builds
-// with different SIMD widths (AVX-512, AVX2, scalar) can be compared byte for byte.
-//   nucleus_record_X OUT [N]      write N cases (default 12000) to OUT
-//   nucleus_record_X --compare A B  exit 1 and print the first differing case if A and B differ
+// Records what the library returns for every case of reference/cases.hpp, one line per case, so every
+// dispatched target and every consumer's build (compiler, -march, -O, -ffp-contract) can be compared
+// byte for byte.
+//   nucleus_record OUT [N] [--isa NAME]  write N cases (default 12000) to OUT, on target NAME if given
+//   nucleus_record --compare A B         exit 1 and print the first differing case if A and B differ
+// A target this build or CPU lacks is not replaced by another: the run exits 77 (skipped) and leaves
+// OUT.skipped saying why, so comparing OUT later skips too instead of failing on a missing file.
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <type_traits>
 
 #include <nucleus/engine.hpp>
+#include <nucleus/simd/isa.hpp>
 
 #include "reference/cases.hpp"
 
@@ -19,6 +25,43 @@ using nucleus_ref::float_bits;
 using nucleus_ref::fnv1a;
 
 constexpr std::size_t default_cases = 12000;
+constexpr int exit_skipped = 77;  // ctest's SKIP_RETURN_CODE for these tests
+
+std::string skip_marker(const std::string& path) {
+  return path + ".skipped";
+}
+
+// How this binary was built, for the log: what decides whether a build may differ from another.
+std::string build_description() {
+  std::string d;
+#if defined(__clang__)
+  d += "clang " __clang_version__;
+#elif defined(__GNUC__)
+  d += "gcc " __VERSION__;
+#endif
+#if defined(__AVX512F__)
+  d += ", avx512f";
+#elif defined(__AVX2__)
+  d += ", avx2";
+#elif defined(__SSE4_2__)
+  d += ", sse4.2";
+#elif defined(__SSE2__)
+  d += ", sse2";
+#endif
+#if defined(__FMA__)
+  d += " fma";
+#endif
+#if defined(__OPTIMIZE__)
+  d += ", optimized";
+#endif
+#if defined(NUCLEUS_NO_SIMD)
+  d += ", NUCLEUS_NO_SIMD";
+#endif
+#if defined(NUCLEUS_ISA_ONLY)
+  d += ", NUCLEUS_ISA_ONLY=" + std::to_string(NUCLEUS_ISA_ONLY);
+#endif
+  return d;
+}
 
 std::uint64_t hash_distribution(const nucleus::distribution& d) {
   std::uint64_t h = nucleus_ref::fnv_offset;
@@ -112,10 +155,10 @@ std::uint64_t hash_engine(const nucleus_cases::test_case& c, nucleus::workspace&
   return h;
 }
 
-int record(const char* path, std::size_t n) {
-  std::FILE* f = std::fopen(path, "w");
+int record(const std::string& path, std::size_t n) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
   if (!f) {
-    std::perror(path);
+    std::perror(path.c_str());
     return 2;
   }
   nucleus::workspace ws;
@@ -146,7 +189,16 @@ int record(const char* path, std::size_t n) {
   return std::fclose(f) == 0 ? 0 : 2;
 }
 
-int compare(const char* a, const char* b) {
+int compare(const std::string& a, const std::string& b) {
+  for (const std::string& p : {a, b}) {
+    if (!std::filesystem::exists(p) && std::filesystem::exists(skip_marker(p))) {
+      std::ifstream marker(skip_marker(p));
+      std::string why;
+      std::getline(marker, why);
+      std::cout << "skipped: " << p << " was not recorded: " << why << "\n";
+      return exit_skipped;
+    }
+  }
   std::ifstream fa(a), fb(b);
   if (!fa || !fb) {
     std::cerr << "cannot read " << (fa ? b : a) << "\n";
@@ -177,12 +229,52 @@ int compare(const char* a, const char* b) {
   return 0;
 }
 
+int usage(const char* self) {
+  std::cerr << "usage: " << self << " OUT [N] [--isa scalar|sse2|avx2|avx512] | --compare A B\n";
+  return 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc == 4 && std::string(argv[1]) == "--compare") return compare(argv[2], argv[3]);
-  if (argc == 2 || argc == 3)
-    return record(argv[1], argc == 3 ? std::strtoul(argv[2], nullptr, 10) : default_cases);
-  std::cerr << "usage: " << argv[0] << " OUT [N] | --compare A B\n";
-  return 2;
+  std::optional<std::string> out;
+  std::optional<std::size_t> n;
+  std::optional<nucleus::isa> target;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--isa") {
+      if (i + 1 == argc) return usage(argv[0]);
+      target = nucleus::parse_isa(argv[++i]);
+      if (!target) {
+        std::cerr << "unknown target '" << argv[i] << "'\n";
+        return usage(argv[0]);
+      }
+    } else if (arg.starts_with("--")) {
+      return usage(argv[0]);
+    } else if (!out) {
+      out = arg;
+    } else if (!n) {
+      n = std::strtoul(arg.c_str(), nullptr, 10);
+    } else {
+      return usage(argv[0]);
+    }
+  }
+  if (!out) return usage(argv[0]);
+  std::filesystem::remove(*out);
+  std::filesystem::remove(skip_marker(*out));
+  std::cout << "build: " << build_description() << "\n";
+  if (target && !nucleus::set_isa(*target)) {
+    const std::string why = std::string("target ") + nucleus::isa_name(*target) +
+                            " is not supported here (not compiled into this build, or not on this CPU)";
+    std::ofstream(skip_marker(*out)) << why << "\n";
+    std::cout << "skipped: " << why << "\n";
+    return exit_skipped;
+  }
+  const std::size_t cases = n.value_or(default_cases);
+  const int rc = record(*out, cases);
+  // Asked after the run: the target the kernels actually used, whatever chose it.
+  std::cout << "recorded " << cases << " cases on target " << nucleus::isa_name(nucleus::active_isa())
+            << " to " << *out << "\n";
+  return rc;
 }
