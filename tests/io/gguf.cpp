@@ -179,6 +179,33 @@ TEST_CASE("gguf: absurd counts are refused before anything is allocated", "[io][
   expect_format_error(s.b.bytes, "metadata key 'a.ints'", "cannot fit");
 }
 
+// A hostile file is small; what it claims is not. Every declared size is held to what the mapped
+// file can hold before anything is allocated: the error names the field, the file stays 1 KB.
+TEST_CASE("gguf: a 1 KB file claiming 2^40 elements or 2^31 strings is refused", "[io][gguf]") {
+  auto kilobyte = [](gguf_builder& b) {
+    b.pad(32);
+    while (b.bytes.size() < 1024) b.put<float>(1.0f);
+    REQUIRE(b.bytes.size() == 1024);
+  };
+  {
+    gguf_builder b;
+    b.header(3, 1, 1).kv_string("general.architecture", "llama");
+    b.tensor_info("token_embd.weight", {std::uint64_t{1} << 20, std::uint64_t{1} << 20}, f32_id, 0);
+    kilobyte(b);
+    expect_format_error(b.bytes, "tensor 'token_embd.weight'", "runs past the end of the file at 1024");
+  }
+  {
+    gguf_builder b;
+    b.header(3, 0, 2).kv_string("general.architecture", "llama");
+    b.str("tokenizer.ggml.tokens").put<std::uint32_t>(9).put<std::uint32_t>(8);
+    b.put<std::uint64_t>(std::uint64_t{1} << 31);
+    for (int i = 0; i < 4; ++i) b.str("tok");
+    kilobyte(b);
+    expect_format_error(b.bytes, "metadata key 'tokenizer.ggml.tokens'",
+                        "array of 2147483648 string cannot fit");
+  }
+}
+
 TEST_CASE("gguf: corrupt metadata values are named", "[io][gguf]") {
   auto s = make_sample();
   s.b.patch<std::uint32_t>(s.ints_type_at, 99);

@@ -278,6 +278,39 @@ TEST_CASE("llama: a missing or misshapen tensor names the file and the tensor", 
   CHECK_THAT(message(build("", "model.layers.0.mlp.down_proj.weight")), Catch::Contains("[48, 32]"));
 }
 
+TEST_CASE("llama: a config larger than the file's tensors fails before the weights are allocated",
+          "[model][llama]") {
+  // The tiny model's tensors under a config claiming a 2^16-token, 1024-wide model (256 MB of
+  // embedding): the missing tensor must be named before any weight buffer exists.
+  nucleus::test::tiny_spec s;
+  const auto weights = nucleus::test::make_weights(s, 2);
+  const auto full = nucleus::test::make_hf_model(s, 2);
+  nucleus::test::test_source src("claims.safetensors");
+  for (const auto& [k, v] : weights.values) {
+    src.add_tensor(nucleus::test::layout_name<nucleus::model::hf_names>(k), weights.shapes.at(k), v);
+  }
+  for (const char* key :
+       {"model_type", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+        "head_dim", "max_position_embeddings", "rope_theta", "rms_norm_eps", "tie_word_embeddings"}) {
+    src.set_metadata(key, *full.find_metadata(key));
+  }
+  src.set_metadata("vocab_size", std::int64_t{1} << 16);
+  src.set_metadata("hidden_size", std::int64_t{1024});
+  const long asserts_before = nucleus_test::eigen_assert_failures;
+  std::string what;
+  {
+    no_heap guard;  // an Eigen allocation would count as a failed assertion
+    try {
+      (void)llama::load(src, {.context = 8});
+    } catch (const io::format_error& e) {
+      what = e.what();
+    }
+  }
+  CHECK(nucleus_test::eigen_assert_failures - asserts_before == 0);
+  CHECK_THAT(what, Catch::Contains("claims.safetensors") && Catch::Contains("model.embed_tokens.weight") &&
+                       Catch::Contains("[65536, 1024]"));
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Fidelity against tests/model/make_tiny.py's numpy forward pass, through both file loaders.
 

@@ -155,11 +155,6 @@ class weight_reader {
   }
   bool has(std::string_view name) const { return source_.find_tensor(name) != nullptr; }
 
-  void read(const std::string& name, std::vector<std::int64_t> shape, float* out) const {
-    const io::tensor_view& t = get(name, std::move(shape));
-    io::dequantize(t, std::span<float>(out, static_cast<std::size_t>(t.numel())));
-  }
-
  private:
   static std::string to_string(const std::vector<std::int64_t>& s) {
     std::string r = "[";
@@ -247,58 +242,86 @@ void llama::load_weights(const S& source, const std::string& file) {
   auto fresh = std::make_shared<weights>();
   weights& W = *fresh;
 
-  W.embed.resize(c.vocab, H);
-  r.read(std::string(Names::embedding), {c.vocab, H}, W.embed.data());
-  if (!c.tied_embeddings) {
-    W.output.resize(c.vocab, H);
-    r.read(std::string(Names::output), {c.vocab, H}, W.output.data());
-  }
-  W.output_norm.resize(H);
-  r.read(std::string(Names::output_norm), {H}, W.output_norm.data());
+  // Every tensor is found and its shape checked before its buffer is allocated: the buffer is then
+  // no larger than what the file holds, however large the config claims the model to be.
+  auto tensor = [&](const std::string& name, std::vector<std::int64_t> shape) -> const io::tensor_view& {
+    return r.get(name, std::move(shape));
+  };
+  auto fill = [](const io::tensor_view& t, float* out) {
+    io::dequantize(t, std::span<float>(out, static_cast<std::size_t>(t.numel())));
+  };
 
-  W.layers.resize(static_cast<std::size_t>(c.n_layers));
+  const auto& embed = tensor(std::string(Names::embedding), {c.vocab, H});
+  W.embed.resize(c.vocab, H);
+  fill(embed, W.embed.data());
+  if (!c.tied_embeddings) {
+    const auto& output = tensor(std::string(Names::output), {c.vocab, H});
+    W.output.resize(c.vocab, H);
+    fill(output, W.output.data());
+  }
+  const auto& output_norm = tensor(std::string(Names::output_norm), {H});
+  W.output_norm.resize(H);
+  fill(output_norm, W.output_norm.data());
+
+  // Layers are allocated one at a time, each after its tensors are found: a config claiming more
+  // layers than the file holds fails at the first missing one.
+  W.layers.reserve(static_cast<std::size_t>(c.n_layers));
   for (std::int64_t i = 0; i < c.n_layers; ++i) {
-    layer& L = W.layers[static_cast<std::size_t>(i)];
     auto name = [&](std::string_view leaf) { return Names::layer(i, leaf); };
+    const auto& attn_norm = tensor(name(Names::attn_norm), {H});
+    const auto& q = tensor(name(Names::q), {qd, H});
+    const auto& k = tensor(name(Names::k), {kvd, H});
+    const auto& v = tensor(name(Names::v), {kvd, H});
+    const auto& o = tensor(name(Names::o), {H, qd});
+    const auto& ffn_norm = tensor(name(Names::ffn_norm), {H});
+    const auto& gate = tensor(name(Names::gate), {I, H});
+    const auto& up = tensor(name(Names::up), {I, H});
+    const auto& down = tensor(name(Names::down), {H, I});
+    layer& L = W.layers.emplace_back();
     L.attn_norm.resize(H);
-    r.read(name(Names::attn_norm), {H}, L.attn_norm.data());
+    fill(attn_norm, L.attn_norm.data());
     L.wqkv.resize(qd + 2 * kvd, H);
-    r.read(name(Names::q), {qd, H}, L.wqkv.row(0).data());
-    r.read(name(Names::k), {kvd, H}, L.wqkv.row(qd).data());
-    r.read(name(Names::v), {kvd, H}, L.wqkv.row(qd + kvd).data());
+    fill(q, L.wqkv.row(0).data());
+    fill(k, L.wqkv.row(qd).data());
+    fill(v, L.wqkv.row(qd + kvd).data());
     if (permuted) {
       detail::adjacent_to_rotate_half(L.wqkv.row(0).data(), c.n_heads, hd, H);
       detail::adjacent_to_rotate_half(L.wqkv.row(qd).data(), c.n_kv_heads, hd, H);
     }
     if (c.qkv_bias) {
+      const auto& q_bias = tensor(name(Names::q_bias), {qd});
+      const auto& k_bias = tensor(name(Names::k_bias), {kvd});
+      const auto& v_bias = tensor(name(Names::v_bias), {kvd});
       L.bqkv.resize(qd + 2 * kvd);
-      r.read(name(Names::q_bias), {qd}, L.bqkv.data());
-      r.read(name(Names::k_bias), {kvd}, L.bqkv.data() + qd);
-      r.read(name(Names::v_bias), {kvd}, L.bqkv.data() + qd + kvd);
+      fill(q_bias, L.bqkv.data());
+      fill(k_bias, L.bqkv.data() + qd);
+      fill(v_bias, L.bqkv.data() + qd + kvd);
       if (permuted) {
         detail::adjacent_to_rotate_half(L.bqkv.data(), c.n_heads, hd, 1);
         detail::adjacent_to_rotate_half(L.bqkv.data() + qd, c.n_kv_heads, hd, 1);
       }
     }
     if (c.qk_norm) {
+      const auto& q_norm = tensor(name(Names::q_norm), {hd});
+      const auto& k_norm = tensor(name(Names::k_norm), {hd});
       L.q_norm.resize(hd);
       L.k_norm.resize(hd);
-      r.read(name(Names::q_norm), {hd}, L.q_norm.data());
-      r.read(name(Names::k_norm), {hd}, L.k_norm.data());
+      fill(q_norm, L.q_norm.data());
+      fill(k_norm, L.k_norm.data());
       if (permuted) {
         detail::adjacent_to_rotate_half(L.q_norm.data(), 1, hd, 1);
         detail::adjacent_to_rotate_half(L.k_norm.data(), 1, hd, 1);
       }
     }
     L.wo.resize(H, qd);
-    r.read(name(Names::o), {H, qd}, L.wo.data());
+    fill(o, L.wo.data());
     L.ffn_norm.resize(H);
-    r.read(name(Names::ffn_norm), {H}, L.ffn_norm.data());
+    fill(ffn_norm, L.ffn_norm.data());
     L.w_gate_up.resize(2 * I, H);
-    r.read(name(Names::gate), {I, H}, L.w_gate_up.row(0).data());
-    r.read(name(Names::up), {I, H}, L.w_gate_up.row(I).data());
+    fill(gate, L.w_gate_up.row(0).data());
+    fill(up, L.w_gate_up.row(I).data());
     L.w_down.resize(H, I);
-    r.read(name(Names::down), {H, I}, L.w_down.data());
+    fill(down, L.w_down.data());
   }
   weights_ = std::move(fresh);
 }
