@@ -13,8 +13,7 @@
 #include "nucleus/core/logit_types.hpp"
 #include "nucleus/core/result.hpp"
 #include "nucleus/core/workspace.hpp"
-#include "nucleus/kernels/filter.hpp"
-#include "nucleus/kernels/reduce.hpp"
+#include "nucleus/simd/targets.hpp"
 
 namespace nucleus {
 
@@ -149,25 +148,25 @@ class row_state {
     return {id(static_cast<std::size_t>(r.index)), 0.0f, status::ok};
   }
 
+  // A categorical draw over the candidates' exact weights (simd/scalar.hpp): the token whose run of
+  // the cumulative weight, in candidate order, holds the key's point in [0, total).
   sample_result draw(draw_key key) noexcept {
     if (greedy_) return greedy_pick();
     const float m = max_logit();
     if (!live()) return fail();
-    const double z = visit([&](const auto* x) {
-      return detail::exp_sum(x, n_, m, inv_temp_, ws_.blocks.data(), detail::block_elems);
-    });
-    draw_sum_ = z;
-    const double target = detail::uniform(key) * z;
+    const detail::wsum w =
+        visit([&](const auto* x) { return detail::exp_sum(x, n_, m, inv_temp_, ws_.blocks.data()); });
+    draw_sum_ = detail::to_double(w);
+    const detail::wsum point = detail::draw_point(key, w);
     const auto i = visit([&](const auto* x) {
-      return detail::pick(x, n_, m, inv_temp_, ws_.blocks.data(), detail::block_elems, target,
-                          ws_.block_scratch.data());
+      return detail::pick(x, n_, m, inv_temp_, ws_.blocks.data(), point, ws_.block_scratch.data());
     });
-    if (i < 0) {  // every weight was 0: not reachable with a finite 1/T, kept as a guard
+    if (i < 0) {  // the total was 0: not reachable (the maximum weighs 2^48), kept as a guard
       status_ = status::no_candidates;
       return fail();
     }
     const auto at = static_cast<std::size_t>(i);
-    return {id(at), static_cast<float>(static_cast<double>(scaled(at)) - std::log(z)), status::ok};
+    return {id(at), static_cast<float>(static_cast<double>(scaled(at)) - std::log(draw_sum_)), status::ok};
   }
 
   // The exp-sum the last draw() normalized by (the candidates' weights at the current temperature).
@@ -184,7 +183,7 @@ class row_state {
     const float m = max_logit();
     if (!live()) return {nullptr, nullptr, 0, false, status_ == status::ok ? status::no_candidates : status_};
     if (dense()) keep_scaled_at_least(0.0f, 1.0f, -std::numeric_limits<float>::max());
-    const double z = detail::exp_sum(vals_, n_, m, inv_temp_, nullptr, detail::block_elems);
+    const double z = detail::to_double(detail::exp_sum(vals_, n_, m, inv_temp_, nullptr));
     float* p = ws_.probs.data();
     detail::exp_store(vals_, n_, m, inv_temp_, p);
     const auto inv_z = static_cast<float>(1.0 / z);

@@ -7,8 +7,7 @@
 #include <memory>
 
 #include "nucleus/core/result.hpp"
-#include "nucleus/kernels/filter.hpp"
-#include "nucleus/kernels/reduce.hpp"
+#include "nucleus/simd/targets.hpp"
 
 namespace nucleus {
 
@@ -62,18 +61,18 @@ class workspace {
     keys.ensure(vocab);
     blocks.ensure(vocab / detail::block_elems + 1);
     block_scratch.ensure(detail::block_elems);
-    hist_mass.ensure(2 * detail::hist_bins);
+    hist_mass.ensure(detail::hist_bins);
     top.ensure(64);
   }
 
   // Internal buffers; stages written outside the library may use them through row_state.
-  detail::buffer<float> vals;          // candidate logits
-  detail::buffer<std::int32_t> ids;    // candidate token ids
-  detail::buffer<float> probs;         // exp values / probabilities of the candidates
-  detail::buffer<std::uint64_t> keys;  // packed (value, id) sort keys
-  detail::buffer<float> blocks;        // per-block exp sums
+  detail::buffer<float> vals;            // candidate logits
+  detail::buffer<std::int32_t> ids;      // candidate token ids
+  detail::buffer<float> probs;           // exp values / probabilities of the candidates
+  detail::buffer<std::uint64_t> keys;    // packed (value, id) sort keys
+  detail::buffer<std::uint64_t> blocks;  // per-block weight sums
   detail::buffer<float> block_scratch;
-  detail::buffer<double> hist_mass;  // two interleaved histograms of hist_bins each
+  detail::buffer<detail::wsum> hist_mass;  // top-p's histogram of weight per bin
   detail::buffer<token_logprob> top;
   // Engine layer (nucleus/engine/): the processed row, and per-token history counts kept all zero
   // between rows.

@@ -14,7 +14,7 @@
 #include "nucleus/core/logit_types.hpp"
 #include "nucleus/core/workspace.hpp"
 #include "nucleus/engine/params.hpp"
-#include "nucleus/simd/pack.hpp"
+#include "nucleus/simd/targets.hpp"
 
 namespace nucleus {
 struct row_request;
@@ -146,17 +146,7 @@ class processors {
       }
       return;
     }
-    std::size_t i = 0;
-    if (mask.empty()) {
-      for (; i + lanes <= v; i += lanes) store(out + i, load(x + i));
-    } else {
-      const fpack banned = splat(-inf());
-      for (; i + lanes <= v; i += lanes) {
-        const std::uint64_t bits = std::uint64_t{mask[i / 32]} | std::uint64_t{mask[i / 32 + 1]} << 32;
-        store(out + i, select_bits(bits, load(x + i), banned));
-      }
-    }
-    for (; i < v; ++i) out[i] = mask.empty() || (mask[i / 32] >> (i % 32)) & 1u ? to_float(x[i]) : -inf();
+    masked_widen(x, v, mask.empty() ? nullptr : mask.data(), out);
   }
 
   // counts[] is all zero on entry and on exit; only history tokens are touched.
@@ -177,7 +167,7 @@ class processors {
       h.each([&](std::int32_t t) { ++counts[t]; });
       h.each([&](std::int32_t t) {
         if (counts[t] == 0) return;  // this token was already done
-        edit(out[t], out[t] - (static_cast<float>(counts[t]) * frequency_ + presence_));
+        edit(out[t], out[t] - (mul_rounded(static_cast<float>(counts[t]), frequency_) + presence_));
         counts[t] = 0;
       });
     }

@@ -1,20 +1,12 @@
-// Row reductions over packs: max, argmax, exp-and-sum, and locating a draw in the exp sums.
+// Row reductions over packs: max, argmax, rank counts, exp and exact weight sums, and locating a draw.
 //
 // The value a kernel sees for logit x is y = (x - shift) * scale: the row maximum is subtracted and
 // the temperature folded in on the fly, so no pass rewrites the logits.
-#pragma once
-
-#include <bit>
-#include <cstddef>
-#include <cstdint>
-
-#include "nucleus/simd/exp.hpp"
-#include "nucleus/simd/pack.hpp"
-
-namespace nucleus::detail {
-
-inline constexpr std::size_t block_elems = 1024;  // exp sums are kept per block to locate a draw fast
-inline constexpr std::size_t hist_bins = 2048;    // top-p's mass histogram
+//
+// Compiled once per target by simd/targets.hpp; included on its own, it brings in the dispatcher.
+#if !defined(NUCLEUS_TARGET_ISA)
+#include "nucleus/simd/targets.hpp"
+#else
 
 // Calls f(pack, first_index) for every pack of x; the last partial pack is padded with `fill`.
 template <logit_type T, class F>
@@ -24,21 +16,20 @@ NUCLEUS_INLINE void for_each_pack(const T* x, std::size_t n, float fill, F&& f) 
   if (i < n) f(load_partial(x + i, n - i, fill), i);
 }
 
+NUCLEUS_INLINE float lane_max(const fpack& p) noexcept {
+  const lane_array a = to_lanes(p);
+  float m = -inf();
+  for (float v : a.v) m = v > m ? v : m;  // NaN never wins
+  return m;
+}
+
 // Largest logit, NaN ignored; -inf when there is none.
 template <logit_type T>
 float max_value(const T* x, std::size_t n) noexcept {
   fpack acc = splat(-inf());
   for_each_pack(x, n, -inf(), [&](const fpack& v, std::size_t) NUCLEUS_LAMBDA_INLINE { acc = max(v, acc); });
-  lane_array a = to_lanes(acc);
-  float m = -inf();
-  for (float v : a.v) m = v > m ? v : m;
-  return m;
+  return lane_max(acc);
 }
-
-struct argmax_result {
-  float value;
-  std::int64_t index;  // -1: no logit above -inf
-};
 
 // First index of the largest logit; NaN and -inf are never chosen. One max per lane at memory
 // speed; each lane remembers the first block where it reached its maximum, and only the earliest
@@ -60,8 +51,7 @@ argmax_result argmax(const T* x, std::size_t n) noexcept {
   }
   const lane_array a = to_lanes(best);
   const lane_array ab = to_lanes(best_block);
-  float m = -inf();
-  for (float v : a.v) m = v > m ? v : m;
+  const float m = lane_max(best);
   if (!(m > -inf())) return {-inf(), -1};
   float first = -1.0f;
   for (std::size_t l = 0; l < lanes; ++l)
@@ -88,29 +78,27 @@ std::size_t count_greater(const T* x, std::size_t n, float v) noexcept {
 NUCLEUS_INLINE fpack scaled(const fpack& x, const fpack& shift, const fpack& scale) noexcept {
   return mul(sub(x, shift), scale);
 }
-NUCLEUS_INLINE float scaled(float x, float shift, float scale) noexcept {
-  return (x - shift) * scale;
-}
 
-// Sum of exp((x - shift) * scale). With `blocks`, also the sum of each run of block_elems logits
-// (each block folded on its own, the total added in double), which lets a draw find its block.
+// The exact sum of the weights of exp((x - shift) * scale) (simd/scalar.hpp: weight()). With
+// `blocks`, also each run of block_elems logits' own sum, which lets a draw find its block.
 template <logit_type T>
-double exp_sum(const T* x, std::size_t n, float shift, float scale, float* blocks,
-               std::size_t block_elems) noexcept {
+wsum exp_sum(const T* x, std::size_t n, float shift, float scale, std::uint64_t* blocks) noexcept {
+  static_assert(block_elems / lanes <= 64, "the weight accumulators hold 64 packs");
   const fpack sh = splat(shift), sc = splat(scale);
-  double total = 0.0;
+  wsum sum = 0;
+  weight_acc acc;
   for (std::size_t b0 = 0, bi = 0; b0 < n; b0 += block_elems, ++bi) {
     const std::size_t len = n - b0 < block_elems ? n - b0 : block_elems;
-    fpack acc = splat(0.0f);
+    clear(acc);
     // Padding lanes hold -inf, whose exp is 0: it adds nothing.
     for_each_pack(x + b0, len, -inf(), [&](const fpack& v, std::size_t) NUCLEUS_LAMBDA_INLINE {
-      acc = add(acc, exp(scaled(v, sh, sc)));
+      accumulate(acc, exp(scaled(v, sh, sc)));
     });
-    const float s = fold_sum(acc);
+    const std::uint64_t s = total(acc);
     if (blocks) blocks[bi] = s;
-    total += s;
+    sum += s;
   }
-  return total;
+  return sum;
 }
 
 // out[i] = exp((x[i] - shift) * scale)
@@ -119,42 +107,46 @@ void exp_store(const T* x, std::size_t n, float shift, float scale, float* out) 
   const fpack sh = splat(shift), sc = splat(scale);
   std::size_t i = 0;
   for (; i + lanes <= n; i += lanes) store(out + i, exp(scaled(load(x + i), sh, sc)));
-  for (; i < n; ++i) out[i] = exp(scaled(to_float(x[i]), shift, scale));
+  for (; i < n; ++i) out[i] = exp_scalar(::nucleus::detail::scaled(to_float(x[i]), shift, scale));
 }
 
-// Index of the element where the running sum of exp values first exceeds `target`, given the block
-// sums exp_sum wrote. Rounding can leave the target unreached; then the last element with
-// non-zero weight is taken. -1 if every weight is zero.
+// out[i] = (x[i] - max) - lse, NaN -> -inf: a log-softmax row, given its maximum and log-sum-exp.
+// (x - max) is exact near the maximum, so the likely tokens keep full precision.
 template <logit_type T>
-std::int64_t pick(const T* x, std::size_t n, float shift, float scale, const float* blocks,
-                  std::size_t block_elems, double target, float* scratch) noexcept {
+void log_softmax_store(const T* x, std::size_t n, float max, float lse, float* out) noexcept {
+  const fpack mv = splat(max), lv = splat(lse), ninf = splat(-inf());
+  std::size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const fpack v = load(x + i);
+    store(out + i, select(eq(v, v), sub(sub(v, mv), lv), ninf));
+  }
+  for (; i < n; ++i) {
+    const float v = to_float(x[i]);
+    out[i] = v == v ? (v - max) - lse : -inf();
+  }
+}
+
+// The first index whose running weight sum exceeds `point` (< the total), given the block sums
+// exp_sum wrote; -1 if there is none (point >= total).
+template <logit_type T>
+std::int64_t pick(const T* x, std::size_t n, float shift, float scale, const std::uint64_t* blocks,
+                  wsum point, float* scratch) noexcept {
   const std::size_t nb = (n + block_elems - 1) / block_elems;
-  double before = 0.0;
-  std::size_t b = 0, last_nonzero = nb;
+  wsum before = 0;
+  std::size_t b = 0;
   for (; b < nb; ++b) {
-    if (blocks[b] > 0.0f) last_nonzero = b;
-    if (before + blocks[b] > target && blocks[b] > 0.0f) break;
+    if (before + blocks[b] > point) break;
     before += blocks[b];
   }
-  if (b == nb) {
-    if (last_nonzero == nb) return -1;
-    b = last_nonzero;
-    target = before;  // unreachable: walk the block to its last non-zero weight
-    before = 0.0;
-    for (std::size_t j = 0; j < b; ++j) before += blocks[j];
-  }
+  if (b == nb) return -1;
   const std::size_t b0 = b * block_elems;
   const std::size_t len = n - b0 < block_elems ? n - b0 : block_elems;
   exp_store(x + b0, len, shift, scale, scratch);
-  double cum = before;
-  std::int64_t last = -1;
   for (std::size_t j = 0; j < len; ++j) {
-    if (scratch[j] <= 0.0f) continue;
-    cum += scratch[j];
-    last = static_cast<std::int64_t>(b0 + j);
-    if (cum > target) return last;
+    before += weight(scratch[j]);
+    if (before > point) return static_cast<std::int64_t>(b0 + j);
   }
-  return last;
+  return -1;  // unreachable: the block's weights add up to its sum
 }
 
-}  // namespace nucleus::detail
+#endif  // NUCLEUS_TARGET_ISA

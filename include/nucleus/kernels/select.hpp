@@ -1,22 +1,10 @@
 // Top-k selection without sorting the row: a running threshold discards most logits with one
 // compare per pack; only the k survivors are sorted.
-#pragma once
-
-#include <algorithm>
-#include <bit>
-#include <cmath>
-#include <cstddef>
-#include <cstdint>
-#include <functional>
-
-#include "nucleus/kernels/filter.hpp"
-
-namespace nucleus::detail {
-
-// Capacity of the candidate buffer top-k needs for a given k (the workspace's keys must hold it).
-constexpr std::size_t select_capacity(std::size_t k) noexcept {
-  return 2 * k + 1024;
-}
+//
+// Compiled once per target by simd/targets.hpp; included on its own, it brings in the dispatcher.
+#if !defined(NUCLEUS_TARGET_ISA)
+#include "nucleus/simd/targets.hpp"
+#else
 
 // The k best of x by (value desc, id asc), written as rank keys to keys[0..k) in rank order.
 // keys must hold select_capacity(k) entries. NaN and -inf are never selected; returns the count
@@ -35,9 +23,7 @@ std::size_t select_top_k(const T* x, const std::int32_t* ids, std::size_t n, std
   if (k * lanes <= n) {
     float t = inf();
     for (std::size_t c = 0; c < k && t > -inf(); ++c) {
-      const lane_array a = to_lanes(load(x + c * lanes));
-      float m = -inf();
-      for (float v : a.v) m = v > m ? v : m;  // NaN never wins
+      const float m = lane_max(load(x + c * lanes));
       t = m < t ? m : t;
     }
     if (t > -inf()) threshold = std::nextafter(t, -inf());
@@ -67,4 +53,4 @@ std::size_t select_top_k(const T* x, const std::int32_t* ids, std::size_t n, std
   return count;
 }
 
-}  // namespace nucleus::detail
+#endif  // NUCLEUS_TARGET_ISA

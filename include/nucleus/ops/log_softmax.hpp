@@ -7,8 +7,8 @@
 #include <stdexcept>
 
 #include "nucleus/core/result.hpp"
-#include "nucleus/kernels/reduce.hpp"
 #include "nucleus/ops/normalizer.hpp"
+#include "nucleus/simd/targets.hpp"
 
 namespace nucleus {
 
@@ -28,16 +28,11 @@ status log_softmax(std::span<const T> logits, std::span<float> out) {
     for (float& o : out) o = -inf();
     return status::no_candidates;
   }
-  std::size_t i = 0;
-  if (norm.max < inf()) {  // norm(x) over packs: (x - max) - lse, NaN -> -inf
-    const fpack mv = splat(norm.max), lv = splat(norm.lse), ninf = splat(-inf());
-    // (x - max) is exact near the maximum, so the likely tokens keep full precision.
-    for (; i + lanes <= n; i += lanes) {
-      const fpack v = load(x + i);
-      store(out.data() + i, select(eq(v, v), sub(sub(v, mv), lv), ninf));
-    }
+  if (norm.max < inf()) {
+    log_softmax_store(x, n, norm.max, norm.lse, out.data());
+  } else {
+    for (std::size_t i = 0; i < n; ++i) out[i] = norm(to_float(x[i]));
   }
-  for (; i < n; ++i) out[i] = norm(to_float(x[i]));
   return status::ok;
 }
 

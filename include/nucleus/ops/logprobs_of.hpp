@@ -11,8 +11,8 @@
 
 #include "nucleus/core/logit_types.hpp"
 #include "nucleus/core/result.hpp"
-#include "nucleus/kernels/reduce.hpp"
 #include "nucleus/ops/normalizer.hpp"
+#include "nucleus/simd/targets.hpp"
 
 namespace nucleus {
 

@@ -8,7 +8,7 @@
 #include <limits>
 
 #include "nucleus/core/logit_types.hpp"
-#include "nucleus/kernels/reduce.hpp"
+#include "nucleus/simd/targets.hpp"
 
 namespace nucleus::detail {
 
@@ -37,7 +37,7 @@ raw_normalizer normalizer_for(const T* x, std::size_t n, float m) noexcept {
     const std::size_t infs = count_greater(x, n, std::numeric_limits<float>::max());
     r.inf_lp = static_cast<float>(-std::log(static_cast<double>(infs)));
   } else if (m > -inf()) {
-    r.lse = static_cast<float>(std::log(exp_sum(x, n, m, 1.0f, nullptr, block_elems)));
+    r.lse = static_cast<float>(std::log(to_double(exp_sum(x, n, m, 1.0f, nullptr))));
   }
   return r;
 }

@@ -8,9 +8,8 @@
 
 #include "nucleus/core/result.hpp"
 #include "nucleus/core/workspace.hpp"
-#include "nucleus/kernels/reduce.hpp"
-#include "nucleus/kernels/select.hpp"
 #include "nucleus/ops/normalizer.hpp"
+#include "nucleus/simd/targets.hpp"
 
 namespace nucleus {
 

@@ -8,7 +8,7 @@
 #include <functional>
 
 #include "nucleus/core/chain.hpp"
-#include "nucleus/kernels/select.hpp"
+#include "nucleus/simd/targets.hpp"
 
 namespace nucleus {
 
@@ -50,19 +50,8 @@ struct top_k_stage : stage<top_k_stage> {
   static std::size_t append_ties(row_state& s, std::uint64_t* keys, std::size_t k) {
     const std::uint64_t kth = keys[k - 1];
     const float kv = detail::key_value(kth);
-    std::size_t m = k;
-    s.visit([&](const auto* x) {
-      detail::for_each_pack(x, s.size(), -detail::inf(),
-                            [&](const detail::fpack& p, std::size_t base) NUCLEUS_LAMBDA_INLINE {
-                              for (std::uint64_t bits = detail::mask_bits(detail::eq(p, detail::splat(kv)));
-                                   bits; bits &= bits - 1) {
-                                const std::size_t i = base + static_cast<std::size_t>(std::countr_zero(bits));
-                                if (i >= s.size()) break;
-                                const std::uint64_t key = detail::rank_key(kv, s.id(i));
-                                if (key < kth && m < s.size())
-                                  keys[m++] = key;  // (m < size always holds; a guard)
-                              }
-                            });
+    const std::size_t m = s.visit([&](const auto* x) {
+      return detail::collect_ties(x, s.ids_or_null(), s.size(), kv, kth, keys, k, s.size());
     });
     std::sort(keys + k, keys + m, std::greater<>{});
     return m - k;

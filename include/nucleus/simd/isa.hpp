@@ -1,0 +1,137 @@
+// The instruction sets nucleus's kernels are compiled for, and the one they run on.
+//
+// Every kernel is compiled once per target (simd/targets.hpp) and the best one the CPU supports is
+// chosen once, at first use, from CPUID; NUCLEUS_ISA=scalar|sse2|avx2|avx512 in the environment or
+// set_isa() overrides it. All targets give the same bits (docs/semantics.md), so the choice is only
+// one of speed. Compile-time pins: NUCLEUS_NO_SIMD (scalar only) or NUCLEUS_ISA_ONLY=<0..3>.
+#pragma once
+
+#include <atomic>
+#include <cstdlib>
+#include <optional>
+#include <string_view>
+
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#endif
+
+namespace nucleus {
+
+enum class isa : int { scalar = 0, sse2 = 1, avx2 = 2, avx512 = 3 };
+
+namespace detail {
+
+#if defined(NUCLEUS_NO_SIMD)
+#define NUCLEUS_ISA_ONLY 0
+#endif
+
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#define NUCLEUS_X86 1
+#else
+#define NUCLEUS_X86 0
+#endif
+
+// Which targets this build compiles: all x86 ones on x86 (no flags needed), scalar elsewhere.
+constexpr bool compiled([[maybe_unused]] isa t) noexcept {
+#if defined(NUCLEUS_ISA_ONLY)
+  return static_cast<int>(t) == NUCLEUS_ISA_ONLY;
+#elif NUCLEUS_X86
+  return true;
+#else
+  return t == isa::scalar;
+#endif
+}
+
+#if NUCLEUS_X86
+// F16C (CPUID.1:ECX bit 29): clang's __builtin_cpu_supports has no name for it.
+inline bool cpu_has_f16c() noexcept {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
+}
+#endif
+
+inline bool cpu_has(isa t) noexcept {
+#if NUCLEUS_X86
+  __builtin_cpu_init();  // may run before libgcc's own constructor (static initialisers)
+  switch (t) {
+    case isa::scalar:
+    case isa::sse2:
+      return true;
+    case isa::avx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
+    case isa::avx512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+             __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
+  }
+  return false;
+#else
+  return t == isa::scalar;
+#endif
+}
+
+}  // namespace detail
+
+inline constexpr const char* isa_name(isa t) noexcept {
+  switch (t) {
+    case isa::scalar:
+      return "scalar";
+    case isa::sse2:
+      return "sse2";
+    case isa::avx2:
+      return "avx2";
+    case isa::avx512:
+      return "avx512";
+  }
+  return "?";
+}
+
+inline constexpr std::optional<isa> parse_isa(std::string_view s) noexcept {
+  for (isa t : {isa::scalar, isa::sse2, isa::avx2, isa::avx512})
+    if (s == isa_name(t)) return t;
+  return std::nullopt;
+}
+
+// Compiled into this build and runnable on this CPU.
+inline bool isa_supported(isa t) noexcept {
+  return detail::compiled(t) && detail::cpu_has(t);
+}
+
+// The fastest supported target.
+inline isa best_isa() noexcept {
+  for (isa t : {isa::avx512, isa::avx2, isa::sse2, isa::scalar})
+    if (isa_supported(t)) return t;
+  return isa::scalar;  // a pinned target the CPU lacks: it is what this build has
+}
+
+namespace detail {
+
+// The environment's choice, if it names a supported target; otherwise the best one.
+inline isa initial_isa() noexcept {
+  if (const char* e = std::getenv("NUCLEUS_ISA")) {
+    if (const auto t = parse_isa(e); t && isa_supported(*t)) return *t;
+  }
+  return best_isa();
+}
+
+inline std::atomic<int>& active_isa_slot() noexcept {
+  static std::atomic<int> slot{static_cast<int>(initial_isa())};
+  return slot;
+}
+
+}  // namespace detail
+
+// The target the kernels run on now.
+inline isa active_isa() noexcept {
+  return static_cast<isa>(detail::active_isa_slot().load(std::memory_order_relaxed));
+}
+
+// Runs every later kernel call on target t (for tests and benchmarks); false, and no change, if t
+// is not supported. Results do not depend on the target, only speed does.
+inline bool set_isa(isa t) noexcept {
+  if (!isa_supported(t)) return false;
+  detail::active_isa_slot().store(static_cast<int>(t), std::memory_order_relaxed);
+  return true;
+}
+
+}  // namespace nucleus

@@ -1,0 +1,227 @@
+// The one place that knows the instruction sets: `struct reg`, one SIMD register of floats and the
+// operations the packs need, for the target being compiled (NUCLEUS_TARGET_ISA, set by
+// simd/targets.hpp, which includes this file once per target inside that target's namespace).
+// Everything above this file is written once, against reg.
+//
+// Rules every target follows, so that all of them give the same bits:
+// - fma is one rounding (hardware FMA, or emulated exactly on SSE2; std::fma on scalar);
+// - max(a, b) is a > b ? a : b per lane (x86's own rule: a NaN in a yields b);
+// - cvtt truncates toward zero; kernels only pass it finite values below 2^31.
+// No include guard: included once per target.
+
+#if NUCLEUS_TARGET_ISA == 3  // AVX-512 F/BW/VL/DQ
+
+struct reg {
+  using f = __m512;
+  using i = __m512i;
+  using m = __mmask16;
+  static constexpr std::size_t width = 16;
+  static constexpr bool has_compress = true;
+  // Full-mask zeroing forms: the plain ones pass _mm512_undefined_*() that GCC 12 warns about.
+  static constexpr __mmask16 all = 0xFFFF;
+  NUCLEUS_INLINE static f load(const float* p) { return _mm512_loadu_ps(p); }
+  NUCLEUS_INLINE static f load(const bf16* p) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(all, _mm512_cvtepu16_epi32(h), 16));
+  }
+  NUCLEUS_INLINE static f load(const f16* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  NUCLEUS_INLINE static void store(float* p, f v) { _mm512_storeu_ps(p, v); }
+  NUCLEUS_INLINE static f splat(float x) { return _mm512_set1_ps(x); }
+  NUCLEUS_INLINE static f add(f a, f b) { return _mm512_add_ps(a, b); }
+  NUCLEUS_INLINE static f sub(f a, f b) { return _mm512_sub_ps(a, b); }
+  NUCLEUS_INLINE static f mul(f a, f b) { return _mm512_mul_ps(a, b); }
+  NUCLEUS_INLINE static f fma(f a, f b, f c) { return _mm512_fmadd_ps(a, b, c); }
+  NUCLEUS_INLINE static f max(f a, f b) { return _mm512_maskz_max_ps(all, a, b); }
+  NUCLEUS_INLINE static m gt(f a, f b) { return _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ); }
+  NUCLEUS_INLINE static m ge(f a, f b) { return _mm512_cmp_ps_mask(a, b, _CMP_GE_OQ); }
+  NUCLEUS_INLINE static m eq(f a, f b) { return _mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ); }
+  NUCLEUS_INLINE static m lor(m a, m b) { return static_cast<m>(a | b); }
+  NUCLEUS_INLINE static f select(m k, f a, f b) { return _mm512_mask_blend_ps(k, b, a); }
+  NUCLEUS_INLINE static std::uint32_t bits(m k) { return static_cast<std::uint32_t>(k); }
+  NUCLEUS_INLINE static f select_bits(std::uint32_t b, f a, f c) {
+    return _mm512_mask_blend_ps(static_cast<__mmask16>(b), c, a);
+  }
+  NUCLEUS_INLINE static i zero_i() { return _mm512_setzero_si512(); }
+  NUCLEUS_INLINE static i add_i(i a, i b) { return _mm512_add_epi32(a, b); }
+  NUCLEUS_INLINE static i cvtt(f a) { return _mm512_maskz_cvttps_epi32(all, a); }
+  NUCLEUS_INLINE static f cvt(i a) { return _mm512_maskz_cvtepi32_ps(all, a); }
+  NUCLEUS_INLINE static void store_i(std::int32_t* p, i v) { _mm512_storeu_si512(p, v); }
+  // 2^n for k = n + 1.5 * 2^23 (the low mantissa bits of k hold n), n in [-126, 127].
+  NUCLEUS_INLINE static f exp2_int(f k) {
+    const __m512i b = _mm512_sub_epi32(_mm512_castps_si512(k), _mm512_set1_epi32(0x4B400000 - 127));
+    return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(all, b, 23));
+  }
+  // Writes the lanes of v set in k, and their ids, at vals/ids; returns how many.
+  NUCLEUS_INLINE static std::size_t compress(m k, f v, const std::int32_t* ids, std::size_t first,
+                                             float* vals_out, std::int32_t* ids_out) {
+    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    _mm512_storeu_ps(vals_out, _mm512_maskz_compress_ps(k, v));
+    const __m512i id = ids ? _mm512_maskz_loadu_epi32(k, ids + first)
+                           : _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(first)), iota);
+    _mm512_storeu_si512(ids_out, _mm512_maskz_compress_epi32(k, id));
+    return static_cast<std::size_t>(std::popcount(static_cast<unsigned>(k)));
+  }
+};
+
+#elif NUCLEUS_TARGET_ISA == 2  // AVX2 + FMA + F16C
+
+struct reg {
+  using f = __m256;
+  using i = __m256i;
+  using m = __m256;
+  static constexpr std::size_t width = 8;
+  static constexpr bool has_compress = false;
+  NUCLEUS_INLINE static f load(const float* p) { return _mm256_loadu_ps(p); }
+  NUCLEUS_INLINE static f load(const bf16* p) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+  NUCLEUS_INLINE static f load(const f16* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  NUCLEUS_INLINE static void store(float* p, f v) { _mm256_storeu_ps(p, v); }
+  NUCLEUS_INLINE static f splat(float x) { return _mm256_set1_ps(x); }
+  NUCLEUS_INLINE static f add(f a, f b) { return _mm256_add_ps(a, b); }
+  NUCLEUS_INLINE static f sub(f a, f b) { return _mm256_sub_ps(a, b); }
+  NUCLEUS_INLINE static f mul(f a, f b) { return _mm256_mul_ps(a, b); }
+  NUCLEUS_INLINE static f fma(f a, f b, f c) { return _mm256_fmadd_ps(a, b, c); }
+  NUCLEUS_INLINE static f max(f a, f b) { return _mm256_max_ps(a, b); }
+  NUCLEUS_INLINE static m gt(f a, f b) { return _mm256_cmp_ps(a, b, _CMP_GT_OQ); }
+  NUCLEUS_INLINE static m ge(f a, f b) { return _mm256_cmp_ps(a, b, _CMP_GE_OQ); }
+  NUCLEUS_INLINE static m eq(f a, f b) { return _mm256_cmp_ps(a, b, _CMP_EQ_OQ); }
+  NUCLEUS_INLINE static m lor(m a, m b) { return _mm256_or_ps(a, b); }
+  NUCLEUS_INLINE static f select(m k, f a, f b) { return _mm256_blendv_ps(b, a, k); }
+  NUCLEUS_INLINE static std::uint32_t bits(m k) { return static_cast<std::uint32_t>(_mm256_movemask_ps(k)); }
+  NUCLEUS_INLINE static f select_bits(std::uint32_t b, f a, f c) {
+    const __m256i lane_bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    const __m256i byte = _mm256_set1_epi32(static_cast<int>(b & 0xFFu));
+    const __m256i on = _mm256_cmpeq_epi32(_mm256_and_si256(byte, lane_bit), lane_bit);
+    return _mm256_blendv_ps(c, a, _mm256_castsi256_ps(on));
+  }
+  NUCLEUS_INLINE static i zero_i() { return _mm256_setzero_si256(); }
+  NUCLEUS_INLINE static i add_i(i a, i b) { return _mm256_add_epi32(a, b); }
+  NUCLEUS_INLINE static i cvtt(f a) { return _mm256_cvttps_epi32(a); }
+  NUCLEUS_INLINE static f cvt(i a) { return _mm256_cvtepi32_ps(a); }
+  NUCLEUS_INLINE static void store_i(std::int32_t* p, i v) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v);
+  }
+  NUCLEUS_INLINE static f exp2_int(f k) {
+    const __m256i b = _mm256_sub_epi32(_mm256_castps_si256(k), _mm256_set1_epi32(0x4B400000 - 127));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(b, 23));
+  }
+};
+
+#elif NUCLEUS_TARGET_ISA == 1  // SSE2: the x86-64 baseline
+
+struct reg {
+  using f = __m128;
+  using i = __m128i;
+  using m = __m128;
+  static constexpr std::size_t width = 4;
+  static constexpr bool has_compress = false;
+  NUCLEUS_INLINE static f load(const float* p) { return _mm_loadu_ps(p); }
+  NUCLEUS_INLINE static f load(const bf16* p) {
+    const __m128i h = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+    return _mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), h));
+  }
+  NUCLEUS_INLINE static f load(const f16* p) {  // no F16C: the exact scalar conversion
+    return _mm_setr_ps(to_float(p[0]), to_float(p[1]), to_float(p[2]), to_float(p[3]));
+  }
+  NUCLEUS_INLINE static void store(float* p, f v) { _mm_storeu_ps(p, v); }
+  NUCLEUS_INLINE static f splat(float x) { return _mm_set1_ps(x); }
+  NUCLEUS_INLINE static f add(f a, f b) { return _mm_add_ps(a, b); }
+  NUCLEUS_INLINE static f sub(f a, f b) { return _mm_sub_ps(a, b); }
+  NUCLEUS_INLINE static f mul(f a, f b) { return _mm_mul_ps(a, b); }
+  // One rounding without FMA hardware: the product is exact in double, the sum is rounded to odd
+  // (round to nearest, then the last bit forced odd toward the exact sum if inexact), and the odd
+  // double rounds to the correctly rounded float (double has >= 2 * 24 + 2 bits: Boldo-Melquiond).
+  NUCLEUS_INLINE static __m128d fma_half(__m128d a, __m128d b, __m128d c) {
+    const __m128d p = _mm_mul_pd(a, b);
+    const __m128d s = _mm_add_pd(p, c);
+    const __m128d bp = _mm_sub_pd(s, p);
+    const __m128d err = _mm_add_pd(_mm_sub_pd(p, _mm_sub_pd(s, bp)), _mm_sub_pd(c, bp));
+    const __m128i sb = _mm_castpd_si128(s);
+    // inexact and even: step one ulp toward the exact sum (up in magnitude when err and s agree)
+    const __m128i inexact = _mm_castpd_si128(_mm_cmpneq_pd(err, _mm_setzero_pd()));
+    const __m128i low = _mm_and_si128(sb, _mm_set_epi32(0, 1, 0, 1));
+    __m128i even = _mm_cmpeq_epi32(low, _mm_setzero_si128());
+    even = _mm_shuffle_epi32(even, _MM_SHUFFLE(2, 2, 0, 0));
+    const __m128i differ = _mm_shuffle_epi32(_mm_srai_epi32(_mm_xor_si128(_mm_castpd_si128(err), sb), 31),
+                                             _MM_SHUFFLE(3, 3, 1, 1));
+    // signs agree: +1 (away from zero); they differ: -1, as 64-bit integers on the bit pattern
+    const __m128i step = _mm_or_si128(differ, _mm_andnot_si128(differ, _mm_set_epi32(0, 1, 0, 1)));
+    const __m128i adjust = _mm_and_si128(_mm_and_si128(inexact, even), step);
+    return _mm_castsi128_pd(_mm_add_epi64(sb, adjust));
+  }
+  NUCLEUS_INLINE static f fma(f a, f b, f c) {
+    const __m128 ah = _mm_movehl_ps(a, a), bh = _mm_movehl_ps(b, b), ch = _mm_movehl_ps(c, c);
+    const __m128d lo = fma_half(_mm_cvtps_pd(a), _mm_cvtps_pd(b), _mm_cvtps_pd(c));
+    const __m128d hi = fma_half(_mm_cvtps_pd(ah), _mm_cvtps_pd(bh), _mm_cvtps_pd(ch));
+    return _mm_movelh_ps(_mm_cvtpd_ps(lo), _mm_cvtpd_ps(hi));
+  }
+  NUCLEUS_INLINE static f max(f a, f b) { return _mm_max_ps(a, b); }
+  NUCLEUS_INLINE static m gt(f a, f b) { return _mm_cmpgt_ps(a, b); }
+  NUCLEUS_INLINE static m ge(f a, f b) { return _mm_cmpge_ps(a, b); }
+  NUCLEUS_INLINE static m eq(f a, f b) { return _mm_cmpeq_ps(a, b); }
+  NUCLEUS_INLINE static m lor(m a, m b) { return _mm_or_ps(a, b); }
+  NUCLEUS_INLINE static f select(m k, f a, f b) { return _mm_or_ps(_mm_and_ps(k, a), _mm_andnot_ps(k, b)); }
+  NUCLEUS_INLINE static std::uint32_t bits(m k) { return static_cast<std::uint32_t>(_mm_movemask_ps(k)); }
+  NUCLEUS_INLINE static f select_bits(std::uint32_t b, f a, f c) {
+    const __m128i lane_bit = _mm_setr_epi32(1, 2, 4, 8);
+    const __m128i on =
+        _mm_cmpeq_epi32(_mm_and_si128(_mm_set1_epi32(static_cast<int>(b & 0xFu)), lane_bit), lane_bit);
+    return select(_mm_castsi128_ps(on), a, c);
+  }
+  NUCLEUS_INLINE static i zero_i() { return _mm_setzero_si128(); }
+  NUCLEUS_INLINE static i add_i(i a, i b) { return _mm_add_epi32(a, b); }
+  NUCLEUS_INLINE static i cvtt(f a) { return _mm_cvttps_epi32(a); }
+  NUCLEUS_INLINE static f cvt(i a) { return _mm_cvtepi32_ps(a); }
+  NUCLEUS_INLINE static void store_i(std::int32_t* p, i v) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), v);
+  }
+  NUCLEUS_INLINE static f exp2_int(f k) {
+    const __m128i b = _mm_sub_epi32(_mm_castps_si128(k), _mm_set1_epi32(0x4B400000 - 127));
+    return _mm_castsi128_ps(_mm_slli_epi32(b, 23));
+  }
+};
+
+#else  // scalar: one lane per "register"
+
+struct reg {
+  using f = float;
+  using i = std::int32_t;
+  using m = bool;
+  static constexpr std::size_t width = 1;
+  static constexpr bool has_compress = false;
+  template <class T>
+  NUCLEUS_INLINE static f load(const T* p) {
+    return to_float(*p);
+  }
+  NUCLEUS_INLINE static void store(float* p, f v) { *p = v; }
+  NUCLEUS_INLINE static f splat(float x) { return x; }
+  NUCLEUS_INLINE static f add(f a, f b) { return a + b; }
+  NUCLEUS_INLINE static f sub(f a, f b) { return a - b; }
+  NUCLEUS_INLINE static f mul(f a, f b) { return a * b; }
+  NUCLEUS_INLINE static f fma(f a, f b, f c) { return std::fma(a, b, c); }
+  NUCLEUS_INLINE static f max(f a, f b) { return a > b ? a : b; }
+  NUCLEUS_INLINE static m gt(f a, f b) { return a > b; }
+  NUCLEUS_INLINE static m ge(f a, f b) { return a >= b; }
+  NUCLEUS_INLINE static m eq(f a, f b) { return a == b; }
+  NUCLEUS_INLINE static m lor(m a, m b) { return a || b; }
+  NUCLEUS_INLINE static f select(m k, f a, f b) { return k ? a : b; }
+  NUCLEUS_INLINE static std::uint32_t bits(m k) { return k ? 1u : 0u; }
+  NUCLEUS_INLINE static f select_bits(std::uint32_t b, f a, f c) { return b & 1u ? a : c; }
+  NUCLEUS_INLINE static i zero_i() { return 0; }
+  NUCLEUS_INLINE static i add_i(i a, i b) { return a + b; }
+  NUCLEUS_INLINE static i cvtt(f a) { return static_cast<std::int32_t>(a); }
+  NUCLEUS_INLINE static f cvt(i a) { return static_cast<float>(a); }
+  NUCLEUS_INLINE static void store_i(std::int32_t* p, i v) { *p = v; }
+  NUCLEUS_INLINE static f exp2_int(f k) {
+    const auto b = static_cast<std::uint32_t>(std::bit_cast<std::int32_t>(k) - (0x4B400000 - 127));
+    return std::bit_cast<float>(b << 23);
+  }
+};
+
+#endif

@@ -1,0 +1,240 @@
+// Runtime dispatch: every kernel (simd/pack.hpp, kernels/*.hpp) is compiled once per target inside
+// that target's namespace, with the target's instructions enabled by pragma, so a consumer needs no
+// -m flag; detail::kernels<T>() returns the table of the target chosen at first use (simd/isa.hpp).
+// The wrappers at the end (detail::max_value, detail::exp_sum, ...) are what the rest of nucleus
+// calls.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <type_traits>
+
+#include "nucleus/core/logit_types.hpp"
+#include "nucleus/simd/isa.hpp"
+#include "nucleus/simd/scalar.hpp"
+
+#if NUCLEUS_X86
+#include <immintrin.h>
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define NUCLEUS_LAMBDA_INLINE __attribute__((always_inline))
+#else
+#define NUCLEUS_LAMBDA_INLINE
+#endif
+
+namespace nucleus::detail {
+
+inline constexpr std::size_t block_elems = 1024;  // weight sums are kept per block to locate a draw
+inline constexpr std::size_t hist_bins = 2048;    // top-p's mass histogram
+// Compaction outputs need this many entries of room past the last one kept.
+inline constexpr std::size_t compact_slack = 16;
+
+// Capacity of the candidate buffer top-k needs for a given k (the workspace's keys must hold it).
+constexpr std::size_t select_capacity(std::size_t k) noexcept {
+  return 2 * k + 1024;
+}
+
+struct argmax_result {
+  float value;
+  std::int64_t index;  // -1: no logit above -inf
+};
+
+// One table per element type: the kernels of one target.
+template <logit_type T>
+struct kernel_table {
+  float (*max_value)(const T*, std::size_t) noexcept;
+  argmax_result (*argmax)(const T*, std::size_t) noexcept;
+  std::size_t (*count_greater)(const T*, std::size_t, float) noexcept;
+  wsum (*exp_sum)(const T*, std::size_t, float, float, std::uint64_t*) noexcept;
+  void (*exp_store)(const T*, std::size_t, float, float, float*) noexcept;
+  std::int64_t (*pick)(const T*, std::size_t, float, float, const std::uint64_t*, wsum, float*) noexcept;
+  std::size_t (*compact_ge)(const T*, const std::int32_t*, std::size_t, float, float, float, float*,
+                            std::int32_t*) noexcept;
+  std::size_t (*select_top_k)(const T*, const std::int32_t*, std::size_t, std::size_t,
+                              std::uint64_t*) noexcept;
+  std::size_t (*collect_ties)(const T*, const std::int32_t*, std::size_t, float, std::uint64_t,
+                              std::uint64_t*, std::size_t, std::size_t) noexcept;
+  std::size_t (*collect_bin)(const T*, const std::int32_t*, std::size_t, float, float, float, float, float,
+                             std::uint64_t*) noexcept;
+  void (*masked_widen)(const T*, std::size_t, const std::uint32_t*, float*) noexcept;
+  void (*log_softmax_store)(const T*, std::size_t, float, float, float*) noexcept;
+};
+
+}  // namespace nucleus::detail
+
+// NUCLEUS_TARGET(ns): the body of every kernel, compiled inside nucleus::detail::ns.
+#define NUCLEUS_TARGET_BODY(ns)                                                                     \
+  namespace nucleus::detail::ns {                                                                   \
+  template <logit_type T>                                                                           \
+  inline constexpr kernel_table<T> table{&max_value<T>,   &argmax<T>,       &count_greater<T>,      \
+                                         &exp_sum<T>,     &exp_store<T>,    &pick<T>,               \
+                                         &compact_ge<T>,  &select_top_k<T>, &collect_ties<T>,       \
+                                         &collect_bin<T>, &masked_widen<T>, &log_softmax_store<T>}; \
+  }
+
+#define NUCLEUS_TARGET_STR(x) #x
+#if defined(__clang__)
+#define NUCLEUS_TARGET_PUSH(spec) \
+  _Pragma(NUCLEUS_TARGET_STR(clang attribute push(__attribute__((target(spec))), apply_to = function)))
+#define NUCLEUS_TARGET_POP _Pragma("clang attribute pop")
+#else
+#define NUCLEUS_TARGET_PUSH(spec) _Pragma("GCC push_options") _Pragma(NUCLEUS_TARGET_STR(GCC target(spec)))
+#define NUCLEUS_TARGET_POP _Pragma("GCC pop_options")
+#endif
+
+// --- AVX-512 ------------------------------------------------------------------------------------
+#if NUCLEUS_X86 && (!defined(NUCLEUS_ISA_ONLY) || NUCLEUS_ISA_ONLY == 3)
+#define NUCLEUS_HAVE_TARGET_3 1
+#define NUCLEUS_TARGET_ISA 3
+NUCLEUS_TARGET_PUSH("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt")
+namespace nucleus::detail::isa_avx512 {
+#include "nucleus/kernels/filter.hpp"
+#include "nucleus/kernels/reduce.hpp"
+#include "nucleus/kernels/select.hpp"
+#include "nucleus/simd/pack.hpp"
+#include "nucleus/simd/registers.hpp"
+}  // namespace nucleus::detail::isa_avx512
+NUCLEUS_TARGET_BODY(isa_avx512)
+NUCLEUS_TARGET_POP
+#undef NUCLEUS_TARGET_ISA
+#endif
+
+// --- AVX2 + FMA + F16C --------------------------------------------------------------------------
+#if NUCLEUS_X86 && (!defined(NUCLEUS_ISA_ONLY) || NUCLEUS_ISA_ONLY == 2)
+#define NUCLEUS_HAVE_TARGET_2 1
+#define NUCLEUS_TARGET_ISA 2
+NUCLEUS_TARGET_PUSH("avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt")
+namespace nucleus::detail::isa_avx2 {
+#include "nucleus/kernels/filter.hpp"
+#include "nucleus/kernels/reduce.hpp"
+#include "nucleus/kernels/select.hpp"
+#include "nucleus/simd/pack.hpp"
+#include "nucleus/simd/registers.hpp"
+}  // namespace nucleus::detail::isa_avx2
+NUCLEUS_TARGET_BODY(isa_avx2)
+NUCLEUS_TARGET_POP
+#undef NUCLEUS_TARGET_ISA
+#endif
+
+// --- SSE2: the x86-64 baseline, no pragma needed ------------------------------------------------
+#if NUCLEUS_X86 && (!defined(NUCLEUS_ISA_ONLY) || NUCLEUS_ISA_ONLY == 1)
+#define NUCLEUS_HAVE_TARGET_1 1
+#define NUCLEUS_TARGET_ISA 1
+namespace nucleus::detail::isa_sse2 {
+#include "nucleus/kernels/filter.hpp"
+#include "nucleus/kernels/reduce.hpp"
+#include "nucleus/kernels/select.hpp"
+#include "nucleus/simd/pack.hpp"
+#include "nucleus/simd/registers.hpp"
+}  // namespace nucleus::detail::isa_sse2
+NUCLEUS_TARGET_BODY(isa_sse2)
+#undef NUCLEUS_TARGET_ISA
+#endif
+
+// --- scalar: every platform -----------------------------------------------------------------------
+#if !defined(NUCLEUS_ISA_ONLY) || NUCLEUS_ISA_ONLY == 0
+#define NUCLEUS_HAVE_TARGET_0 1
+#define NUCLEUS_TARGET_ISA 0
+namespace nucleus::detail::isa_scalar {
+#include "nucleus/kernels/filter.hpp"
+#include "nucleus/kernels/reduce.hpp"
+#include "nucleus/kernels/select.hpp"
+#include "nucleus/simd/pack.hpp"
+#include "nucleus/simd/registers.hpp"
+}  // namespace nucleus::detail::isa_scalar
+NUCLEUS_TARGET_BODY(isa_scalar)
+#undef NUCLEUS_TARGET_ISA
+#endif
+
+namespace nucleus::detail {
+
+template <logit_type T>
+const kernel_table<T>& kernels() noexcept {
+  switch (active_isa()) {
+#if defined(NUCLEUS_HAVE_TARGET_3)
+    case isa::avx512:
+      return isa_avx512::table<T>;
+#endif
+#if defined(NUCLEUS_HAVE_TARGET_2)
+    case isa::avx2:
+      return isa_avx2::table<T>;
+#endif
+#if defined(NUCLEUS_HAVE_TARGET_1)
+    case isa::sse2:
+      return isa_sse2::table<T>;
+#endif
+    default:
+#if defined(NUCLEUS_HAVE_TARGET_0)
+      return isa_scalar::table<T>;
+#elif NUCLEUS_ISA_ONLY == 1
+      return isa_sse2::table<T>;
+#elif NUCLEUS_ISA_ONLY == 2
+      return isa_avx2::table<T>;
+#else
+      return isa_avx512::table<T>;
+#endif
+  }
+}
+
+// The kernels, on the active target. See kernels/*.hpp for what each does.
+template <logit_type T>
+float max_value(const T* x, std::size_t n) noexcept {
+  return kernels<T>().max_value(x, n);
+}
+template <logit_type T>
+argmax_result argmax(const T* x, std::size_t n) noexcept {
+  return kernels<T>().argmax(x, n);
+}
+template <logit_type T>
+std::size_t count_greater(const T* x, std::size_t n, float v) noexcept {
+  return kernels<T>().count_greater(x, n, v);
+}
+template <logit_type T>
+wsum exp_sum(const T* x, std::size_t n, float shift, float scale, std::uint64_t* blocks) noexcept {
+  return kernels<T>().exp_sum(x, n, shift, scale, blocks);
+}
+template <logit_type T>
+void exp_store(const T* x, std::size_t n, float shift, float scale, float* out) noexcept {
+  kernels<T>().exp_store(x, n, shift, scale, out);
+}
+template <logit_type T>
+std::int64_t pick(const T* x, std::size_t n, float shift, float scale, const std::uint64_t* blocks,
+                  wsum point, float* scratch) noexcept {
+  return kernels<T>().pick(x, n, shift, scale, blocks, point, scratch);
+}
+template <logit_type T>
+std::size_t compact_ge(const T* x, const std::int32_t* ids, std::size_t n, float shift, float scale,
+                       float threshold, float* vals_out, std::int32_t* ids_out) noexcept {
+  return kernels<T>().compact_ge(x, ids, n, shift, scale, threshold, vals_out, ids_out);
+}
+template <logit_type T>
+std::size_t select_top_k(const T* x, const std::int32_t* ids, std::size_t n, std::size_t k,
+                         std::uint64_t* keys) noexcept {
+  return kernels<T>().select_top_k(x, ids, n, k, keys);
+}
+template <logit_type T>
+std::size_t collect_ties(const T* x, const std::int32_t* ids, std::size_t n, float v, std::uint64_t after,
+                         std::uint64_t* keys, std::size_t m, std::size_t cap) noexcept {
+  return kernels<T>().collect_ties(x, ids, n, v, after, keys, m, cap);
+}
+template <logit_type T>
+std::size_t collect_bin(const T* x, const std::int32_t* ids, std::size_t n, float shift, float scale,
+                        float unit, float lo, float hi, std::uint64_t* keys) noexcept {
+  return kernels<T>().collect_bin(x, ids, n, shift, scale, unit, lo, hi, keys);
+}
+template <logit_type T>
+void masked_widen(const T* x, std::size_t n, const std::uint32_t* mask, float* out) noexcept {
+  kernels<T>().masked_widen(x, n, mask, out);
+}
+
+template <logit_type T>
+void log_softmax_store(const T* x, std::size_t n, float max, float lse, float* out) noexcept {
+  kernels<T>().log_softmax_store(x, n, max, lse, out);
+}
+
+}  // namespace nucleus::detail
