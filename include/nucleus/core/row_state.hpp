@@ -112,7 +112,9 @@ class row_state {
         const std::int32_t t = id(i);
         v[out] = x;
         d[out] = t;
-        out += static_cast<std::size_t>((x == x) & (x > -detail::inf()) & static_cast<bool>(pred(x, t)));
+        const bool keep = pred(x, t);  // evaluated for every candidate: no branch on it
+        out += static_cast<std::size_t>(x == x) & static_cast<std::size_t>(x > -detail::inf()) &
+               static_cast<std::size_t>(keep);
       }
     });
     n_ = out;
