@@ -7,7 +7,11 @@
 // - fma is one rounding (hardware FMA, or emulated exactly on SSE2; std::fma on scalar);
 // - max(a, b) is a > b ? a : b per lane (x86's own rule: a NaN in a yields b);
 // - cvtt truncates toward zero; kernels only pass it finite values below 2^31.
-// No include guard: included once per target.
+// No include guard: included once per target. Included on its own, it brings in the dispatcher.
+
+#if !defined(NUCLEUS_TARGET_ISA)
+#include "nucleus/simd/targets.hpp"
+#else
 
 #if NUCLEUS_TARGET_ISA == 3  // AVX-512 F/BW/VL/DQ
 
@@ -225,3 +229,5 @@ struct reg {
 };
 
 #endif
+
+#endif  // NUCLEUS_TARGET_ISA

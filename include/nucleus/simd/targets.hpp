@@ -93,11 +93,7 @@ struct kernel_table {
 #define NUCLEUS_TARGET_ISA 3
 NUCLEUS_TARGET_PUSH("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt")
 namespace nucleus::detail::isa_avx512 {
-#include "nucleus/kernels/filter.hpp"
-#include "nucleus/kernels/reduce.hpp"
-#include "nucleus/kernels/select.hpp"
-#include "nucleus/simd/pack.hpp"
-#include "nucleus/simd/registers.hpp"
+#include "nucleus/simd/target_body.hpp"
 }  // namespace nucleus::detail::isa_avx512
 NUCLEUS_TARGET_BODY(isa_avx512)
 NUCLEUS_TARGET_POP
@@ -110,11 +106,7 @@ NUCLEUS_TARGET_POP
 #define NUCLEUS_TARGET_ISA 2
 NUCLEUS_TARGET_PUSH("avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt")
 namespace nucleus::detail::isa_avx2 {
-#include "nucleus/kernels/filter.hpp"
-#include "nucleus/kernels/reduce.hpp"
-#include "nucleus/kernels/select.hpp"
-#include "nucleus/simd/pack.hpp"
-#include "nucleus/simd/registers.hpp"
+#include "nucleus/simd/target_body.hpp"
 }  // namespace nucleus::detail::isa_avx2
 NUCLEUS_TARGET_BODY(isa_avx2)
 NUCLEUS_TARGET_POP
@@ -126,11 +118,7 @@ NUCLEUS_TARGET_POP
 #define NUCLEUS_HAVE_TARGET_1 1
 #define NUCLEUS_TARGET_ISA 1
 namespace nucleus::detail::isa_sse2 {
-#include "nucleus/kernels/filter.hpp"
-#include "nucleus/kernels/reduce.hpp"
-#include "nucleus/kernels/select.hpp"
-#include "nucleus/simd/pack.hpp"
-#include "nucleus/simd/registers.hpp"
+#include "nucleus/simd/target_body.hpp"
 }  // namespace nucleus::detail::isa_sse2
 NUCLEUS_TARGET_BODY(isa_sse2)
 #undef NUCLEUS_TARGET_ISA
@@ -141,11 +129,7 @@ NUCLEUS_TARGET_BODY(isa_sse2)
 #define NUCLEUS_HAVE_TARGET_0 1
 #define NUCLEUS_TARGET_ISA 0
 namespace nucleus::detail::isa_scalar {
-#include "nucleus/kernels/filter.hpp"
-#include "nucleus/kernels/reduce.hpp"
-#include "nucleus/kernels/select.hpp"
-#include "nucleus/simd/pack.hpp"
-#include "nucleus/simd/registers.hpp"
+#include "nucleus/simd/target_body.hpp"
 }  // namespace nucleus::detail::isa_scalar
 NUCLEUS_TARGET_BODY(isa_scalar)
 #undef NUCLEUS_TARGET_ISA
