@@ -1,5 +1,5 @@
 // What every nucleus benchmark shares: the vocabularies, the peaky logits, one workspace, and the
-// one-pass baseline that turns a time into `passes`.
+// floors that turn a time into `passes` (memory) and `exp_floors`.
 //
 // A time alone says little across machines; the same time divided by the fastest possible read of
 // the row (a SIMD sum, BM_onepass) says how many row-reads a sampler costs, which carries over.
@@ -14,6 +14,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <time.h>
@@ -105,6 +106,17 @@ inline double now_ns() noexcept {
       .count();
 }
 
+// The exp floor's kernel: sum(exp(x[i] - shift)) over the row. bench/exp_floor.hpp provides SLEEF's;
+// a binary without one reports no exp_floors.
+struct exp_floor_kernel {
+  const char* name = nullptr;  // the exp function it calls, e.g. Sleef_expf16_u10avx512f
+  float (*sum_exp)(const float* x, std::size_t n, float shift) noexcept = nullptr;
+};
+
+// The floors a benchmark is measured against: `passes` counts memory floors (BM_onepass), and
+// `exp_floors` counts exp floors (BM_expfloor) for the benchmarks that evaluate exp over the row.
+enum class row_floor { memory, exp };
+
 namespace detail {
 
 struct baseline_time {
@@ -112,22 +124,44 @@ struct baseline_time {
   double iterations = 0.0;
 };
 
-inline std::map<std::size_t, baseline_time>& baselines() {
-  static std::map<std::size_t, baseline_time> times;
-  return times;
+inline std::map<std::size_t, baseline_time>& baselines(row_floor f) {
+  static std::map<std::size_t, baseline_time> times[2];
+  return times[f == row_floor::exp ? 1 : 0];
 }
 
-// Used only when the filter left BM_onepass out: a short in-process measurement instead.
-inline double calibrate_onepass(std::size_t vocab) {
+inline exp_floor_kernel& exp_floor_slot() {
+  static exp_floor_kernel k;
+  return k;
+}
+
+// The shift the exp floor subtracts, as a softmax would: the row's maximum, found outside any timing.
+inline float exp_floor_shift(std::size_t vocab) {
+  static std::map<std::size_t, float> shifts;
+  auto it = shifts.find(vocab);
+  if (it == shifts.end()) {
+    const std::span<const float> x = peaky_logits(vocab);
+    it = shifts.emplace(vocab, *std::max_element(x.begin(), x.end())).first;
+  }
+  return it->second;
+}
+
+inline float floor_pass(row_floor f, std::span<const float> x, float shift) noexcept {
+  if (f == row_floor::exp) return exp_floor_slot().sum_exp(x.data(), x.size(), shift);
+  return onepass_sum(x.data(), x.size());
+}
+
+// Used only when the filter left the floor's benchmark out: a short in-process measurement instead.
+inline double calibrate_floor(row_floor f, std::size_t vocab) {
   const std::span<const float> x = peaky_logits(vocab);
-  for (int i = 0; i < 16; ++i) benchmark::DoNotOptimize(onepass_sum(x.data(), x.size()));
+  const float shift = exp_floor_shift(vocab);
+  for (int i = 0; i < 16; ++i) benchmark::DoNotOptimize(floor_pass(f, x, shift));
   double best = 0.0;
   for (int round = 0; round < 5; ++round) {
     std::int64_t iters = 0;
     const double t0 = now_ns();
     double t1 = t0;
     do {
-      benchmark::DoNotOptimize(onepass_sum(x.data(), x.size()));
+      benchmark::DoNotOptimize(floor_pass(f, x, shift));
       ++iters;
       t1 = now_ns();
     } while (t1 - t0 < 20e6);
@@ -139,31 +173,62 @@ inline double calibrate_onepass(std::size_t vocab) {
 
 }  // namespace detail
 
-// Time-weighted over every BM_onepass run at this V so far (the framework's short trial runs weigh
-// little next to the final one, and repetitions average in).
-inline void record_baseline(std::size_t vocab, double total_ns, std::int64_t iterations) {
-  detail::baseline_time& b = detail::baselines()[vocab];
+// Makes `k` the exp floor of this run (BM_expfloor and the exp_floors counters); call before run().
+inline void use_exp_floor(exp_floor_kernel k) {
+  detail::exp_floor_slot() = k;
+  benchmark::AddCustomContext("exp_floor", k.name);
+}
+
+inline bool have_exp_floor() noexcept {
+  return detail::exp_floor_slot().sum_exp != nullptr;
+}
+
+// Time-weighted over every run of the floor's benchmark at this V so far (the framework's short
+// trial runs weigh little next to the final one, and repetitions average in).
+inline void record_floor(row_floor f, std::size_t vocab, double total_ns, std::int64_t iterations) {
+  detail::baseline_time& b = detail::baselines(f)[vocab];
   b.total_ns += total_ns;
   b.iterations += static_cast<double>(iterations);
 }
 
-inline double baseline_ns(std::size_t vocab) {
-  detail::baseline_time& b = detail::baselines()[vocab];
+inline double floor_ns(row_floor f, std::size_t vocab) {
+  detail::baseline_time& b = detail::baselines(f)[vocab];
   if (b.iterations == 0.0) {
-    b.total_ns = detail::calibrate_onepass(vocab);
+    b.total_ns = detail::calibrate_floor(f, vocab);
     b.iterations = 1.0;
   }
   return b.total_ns / b.iterations;
 }
 
-// Runs the benchmark loop around `body` and reports passes = time per iteration / BM_onepass's.
+inline void record_baseline(std::size_t vocab, double total_ns, std::int64_t iterations) {
+  record_floor(row_floor::memory, vocab, total_ns, iterations);
+}
+
+// The memory floor's time per row at this V.
+inline double baseline_ns(std::size_t vocab) {
+  return floor_ns(row_floor::memory, vocab);
+}
+
+// Runs the benchmark loop around `body` and reports passes = time per iteration / BM_onepass's and,
+// when the benchmark is bounded by exp and the run has an exp floor, exp_floors = the same time /
+// BM_expfloor's.
 template <class Body>
-void run_with_passes(benchmark::State& state, std::size_t vocab, Body&& body) {
-  const double base = baseline_ns(vocab);  // outside the loop: a calibration is never timed
+void run_with_passes(benchmark::State& state, std::size_t vocab, row_floor bounded_by, Body&& body) {
+  const bool exp_bound = bounded_by == row_floor::exp && have_exp_floor();
+  // Outside the loop: a calibration is never timed.
+  const double memory = baseline_ns(vocab);
+  const double exp = exp_bound ? floor_ns(row_floor::exp, vocab) : 0.0;
   const double t0 = now_ns();
   for (auto _ : state) body();
   const double t1 = now_ns();
-  state.counters["passes"] = (t1 - t0) / static_cast<double>(state.iterations()) / base;
+  const double per_iteration = (t1 - t0) / static_cast<double>(state.iterations());
+  state.counters["passes"] = per_iteration / memory;
+  if (exp_bound) state.counters["exp_floors"] = per_iteration / exp;
+}
+
+template <class Body>
+void run_with_passes(benchmark::State& state, std::size_t vocab, Body&& body) {
+  run_with_passes(state, vocab, row_floor::memory, std::forward<Body>(body));
 }
 
 inline void BM_onepass(benchmark::State& state) {
@@ -177,10 +242,30 @@ inline void BM_onepass(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(vocab * sizeof(float)));
 }
 
-// Registers BM_onepass for every vocabulary; call before anything that reports passes.
+inline void BM_expfloor(benchmark::State& state) {
+  const auto vocab = static_cast<std::size_t>(state.range(0));
+  const std::span<const float> x = peaky_logits(vocab);
+  const float shift = detail::exp_floor_shift(vocab);
+  const exp_floor_kernel k = detail::exp_floor_slot();
+  const double t0 = now_ns();
+  for (auto _ : state) benchmark::DoNotOptimize(k.sum_exp(x.data(), x.size(), shift));
+  const double total = now_ns() - t0;
+  record_floor(row_floor::exp, vocab, total, state.iterations());
+  const double per_iteration = total / static_cast<double>(state.iterations());
+  state.counters["passes"] = per_iteration / baseline_ns(vocab);
+  state.counters["exp_floors"] = per_iteration / floor_ns(row_floor::exp, vocab);
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(vocab * sizeof(float)));
+  state.SetLabel(k.name);
+}
+
+// Registers the floors for every vocabulary, BM_onepass then (when the run has one) BM_expfloor;
+// call before anything that reports passes.
 inline void register_onepass() {
   auto* b = benchmark::RegisterBenchmark("BM_onepass", BM_onepass)->Unit(benchmark::kMicrosecond);
   for (std::int64_t v : vocab_sizes) b->Arg(v);
+  if (!have_exp_floor()) return;
+  auto* e = benchmark::RegisterBenchmark("BM_expfloor", BM_expfloor)->Unit(benchmark::kMicrosecond);
+  for (std::int64_t v : vocab_sizes) e->Arg(v);
 }
 
 }  // namespace nucleus::bench

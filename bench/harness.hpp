@@ -12,7 +12,8 @@
 // each against a plain scalar double-precision reference on random, peaky, tied and masked rows; a
 // kernel that fails is reported and never benchmarked, and `--nucleus_strict` makes run() return 1
 // before timing anything. A kernel that passes gets BM_custom_<stage>/<name>/<V> right after
-// BM_ours_<stage>/<V>, both reporting `passes` against the same BM_onepass.
+// BM_ours_<stage>/<target>/<V> (one per --nucleus_isa target), all reporting `passes` against the
+// same BM_onepass.
 #pragma once
 
 #include <algorithm>
@@ -22,6 +23,7 @@
 #include <exception>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <random>
 #include <span>
 #include <string>
@@ -199,6 +201,73 @@ inline check_result check_argmax_kernel(const argmax_kernel& kernel) {
 
 namespace detail {
 
+inline std::vector<nucleus::isa>& targets() {
+  static std::vector<nucleus::isa> t;
+  return t;
+}
+
+// --nucleus_isa's value: "all" or a comma list of target names. Unsupported targets are skipped
+// with a message; an unknown name, or no target left, is an error (returns false).
+inline bool parse_targets(std::string_view list) {
+  std::vector<nucleus::isa> wanted;
+  if (list == "all") {
+    wanted = {nucleus::isa::scalar, nucleus::isa::sse2, nucleus::isa::avx2, nucleus::isa::avx512};
+  } else {
+    while (!list.empty()) {
+      const std::size_t comma = list.find(',');
+      const std::string_view name = list.substr(0, comma);
+      const std::optional<nucleus::isa> t = nucleus::parse_isa(name);
+      if (!t) {
+        std::fprintf(
+            stderr, "nucleus bench: --nucleus_isa: unknown target '%.*s' (scalar, sse2, avx2, avx512, all)\n",
+            static_cast<int>(name.size()), name.data());
+        return false;
+      }
+      wanted.push_back(*t);
+      list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
+    }
+  }
+  targets().clear();
+  for (nucleus::isa t : wanted) {
+    if (std::find(targets().begin(), targets().end(), t) != targets().end()) continue;
+    if (nucleus::isa_supported(t)) {
+      targets().push_back(t);
+    } else {
+      std::fprintf(stderr, "nucleus bench: target %s is not supported by this CPU or build; skipped\n",
+                   nucleus::isa_name(t));
+    }
+  }
+  if (targets().empty()) std::fprintf(stderr, "nucleus bench: --nucleus_isa: no supported target left\n");
+  return !targets().empty();
+}
+
+}  // namespace detail
+
+// The targets this run measures each nucleus benchmark under (--nucleus_isa; default the active one).
+inline const std::vector<nucleus::isa>& bench_targets() {
+  if (detail::targets().empty()) detail::targets().push_back(nucleus::active_isa());
+  return detail::targets();
+}
+
+// Registers `fn` once per target as <name>/<target>, which runs on that target (set_isa before its
+// loop), each with `vocabs` as its argument.
+template <class Fn>
+void register_per_target(const std::string& name, Fn fn, std::span<const std::int64_t> vocabs = vocab_sizes) {
+  for (nucleus::isa t : bench_targets()) {
+    const std::string full = name + "/" + nucleus::isa_name(t);
+    auto* b = benchmark::RegisterBenchmark(full.c_str(), [=](benchmark::State& s) {
+                if (!nucleus::set_isa(t)) {
+                  s.SkipWithError("target not supported");
+                  return;
+                }
+                fn(s);
+              })->Unit(benchmark::kMicrosecond);
+    for (std::int64_t v : vocabs) b->Arg(v);
+  }
+}
+
+namespace detail {
+
 struct custom_kernels {
   std::vector<std::pair<std::string, top_k_kernel>> top_k;
   std::vector<std::pair<std::string, argmax_kernel>> argmax;
@@ -310,8 +379,8 @@ int check_and_register(const char* stage, std::vector<std::pair<std::string, Ker
     std::fprintf(stderr, "nucleus bench: WARNING: nucleus's own %s fails the same check: %s\n", stage,
                  r.message.c_str());
   const std::string ours_name = std::string("BM_ours_") + stage;
-  for (std::int64_t v : vocab_sizes) {
-    benchmark::RegisterBenchmark(ours_name.c_str(), ours)->Arg(v)->Unit(benchmark::kMicrosecond);
+  for (const std::int64_t& v : vocab_sizes) {
+    register_per_target(ours_name, ours, std::span<const std::int64_t>(&v, 1));
     for (const auto* entry : passed) {
       const std::string name = std::string("BM_custom_") + stage + "/" + entry->first;
       const Kernel* kernel = &entry->second;  // the queue outlives the run
@@ -337,10 +406,11 @@ inline bool register_argmax_kernel(std::string name, argmax_kernel kernel) {
   return true;
 }
 
-// A benchmark main: BM_onepass first for every V, then `register_more` (a binary's own benchmarks),
-// then the checked custom kernels next to ours. Our flags: --nucleus_strict (return 1, before timing
-// anything, if a custom kernel was rejected) and --nucleus_cpu_time (passes from CPU time, not wall
-// time). Every other flag is Google Benchmark's.
+// A benchmark main: the floors first for every V (BM_onepass, and BM_expfloor when use_exp_floor()
+// gave one), then `register_more` (a binary's own benchmarks), then the checked custom kernels next to
+// ours. Our flags: --nucleus_strict (return 1, before timing anything, if a custom kernel was
+// rejected), --nucleus_cpu_time (passes from CPU time, not wall time) and --nucleus_isa (the targets
+// register_per_target registers for). Every other flag is Google Benchmark's.
 inline int run(int argc, char** argv, const std::function<void()>& register_more = {}) {
   bool strict = false;
   std::vector<char*> args;
@@ -350,6 +420,8 @@ inline int run(int argc, char** argv, const std::function<void()>& register_more
       strict = true;
     } else if (a == "--nucleus_cpu_time") {
       use_cpu_time_for_passes(true);
+    } else if (a.starts_with("--nucleus_isa=")) {
+      if (!detail::parse_targets(a.substr(a.find('=') + 1))) return 1;
     } else {
       args.push_back(argv[i]);
     }
@@ -360,9 +432,15 @@ inline int run(int argc, char** argv, const std::function<void()>& register_more
     benchmark::PrintDefaultHelp();
     std::fprintf(stdout,
                  "  [--nucleus_strict]   exit 1 before timing if a custom kernel fails its check\n"
-                 "  [--nucleus_cpu_time] passes from thread CPU time instead of wall time\n");
+                 "  [--nucleus_cpu_time] passes from thread CPU time instead of wall time\n"
+                 "  [--nucleus_isa=all|<target>,...] run each nucleus benchmark under each target\n"
+                 "                       (scalar, sse2, avx2, avx512; default: the active one)\n");
   });
   if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 1;
+  std::string names;
+  for (nucleus::isa t : bench_targets())
+    names += std::string(names.empty() ? "" : ",") + nucleus::isa_name(t);
+  benchmark::AddCustomContext("nucleus_targets", names);
 
   register_onepass();
   if (register_more) register_more();

@@ -1,7 +1,10 @@
-// The nucleus benchmarks: every common sampler chain on peaky logits at real vocabulary sizes, each
-// reporting `passes`, its time as a multiple of one SIMD read of the row (BM_onepass, run first).
+// The nucleus benchmarks: every common sampler chain on peaky logits at real vocabulary sizes, under
+// each --nucleus_isa target, each reporting `passes`, its time as a multiple of one SIMD read of the
+// row (BM_onepass, run first), and the exp-bound ones also `exp_floors`, the same time as a multiple
+// of one SLEEF expf pass plus a sum (BM_expfloor).
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <span>
 #include <vector>
 
@@ -10,19 +13,24 @@
 #include "harness.hpp"
 #include "nucleus/nucleus.hpp"
 
+#if defined(NUCLEUS_BENCH_HAVE_SLEEF)
+#include "exp_floor.hpp"
+#endif
+
 namespace nc = nucleus;
 namespace nb = nucleus::bench;
 
 namespace {
 
-// A drawing chain, with the draw key's position moving every iteration so each draw is a new one.
+// A drawing chain bounded by memory or by exp, with the draw key's position moving every iteration so each
+// draw is a new one.
 template <class Chain>
-void bench_draw(benchmark::State& state, const Chain& chain) {
+void bench_draw(benchmark::State& state, nb::row_floor bounded_by, const Chain& chain) {
   const auto vocab = static_cast<std::size_t>(state.range(0));
   const std::span<const float> x = nb::peaky_logits(vocab);
   nc::workspace& ws = nb::shared_workspace();
   std::uint64_t position = 0;
-  nb::run_with_passes(state, vocab, [&] {
+  nb::run_with_passes(state, vocab, bounded_by, [&] {
     nc::sample_result r = chain(x, ws, nc::draw_key{0x5EED, position++});
     benchmark::DoNotOptimize(r);
   });
@@ -43,7 +51,7 @@ void BM_log_softmax(benchmark::State& state) {
   const auto vocab = static_cast<std::size_t>(state.range(0));
   const std::span<const float> x = nb::peaky_logits(vocab);
   nb::aligned_floats out(vocab);
-  nb::run_with_passes(state, vocab, [&] {
+  nb::run_with_passes(state, vocab, nb::row_floor::exp, [&] {
     nc::status s = nc::log_softmax(x, out);
     benchmark::DoNotOptimize(s);
     benchmark::DoNotOptimize(out.data());
@@ -52,35 +60,35 @@ void BM_log_softmax(benchmark::State& state) {
 }
 
 void BM_dist(benchmark::State& state) {
-  bench_draw(state, nc::categorical());
+  bench_draw(state, nb::row_floor::exp, nc::categorical());
 }
 
 void BM_topk_chain(benchmark::State& state) {
-  bench_draw(state, nc::top_k(40) | nc::temperature(0.7f) | nc::categorical());
+  bench_draw(state, nb::row_floor::memory, nc::top_k(40) | nc::temperature(0.7f) | nc::categorical());
 }
 
 void BM_topp_chain(benchmark::State& state) {
-  bench_draw(state, nc::temperature(0.7f) | nc::top_p(0.9f) | nc::categorical());
+  bench_draw(state, nb::row_floor::exp, nc::temperature(0.7f) | nc::top_p(0.9f) | nc::categorical());
 }
 
 void BM_default_chain(benchmark::State& state) {
-  bench_draw(state,
+  bench_draw(state, nb::row_floor::memory,
              nc::top_k(40) | nc::top_p(0.95f) | nc::min_p(0.05f) | nc::temperature(0.8f) | nc::categorical());
 }
 
 void BM_minp_chain(benchmark::State& state) {
-  bench_draw(state, nc::min_p(0.05f) | nc::categorical());
+  bench_draw(state, nb::row_floor::memory, nc::min_p(0.05f) | nc::categorical());
 }
 
 void BM_flat_topp_chain(benchmark::State& state) {
-  bench_draw(state, nc::temperature(2.0f) | nc::top_p(0.9f) | nc::categorical());
+  bench_draw(state, nb::row_floor::exp, nc::temperature(2.0f) | nc::top_p(0.9f) | nc::categorical());
 }
 
 void BM_top_logprobs(benchmark::State& state) {
   const auto vocab = static_cast<std::size_t>(state.range(0));
   const std::span<const float> x = nb::peaky_logits(vocab);
   nc::workspace& ws = nb::shared_workspace();
-  nb::run_with_passes(state, vocab, [&] {
+  nb::run_with_passes(state, vocab, nb::row_floor::exp, [&] {
     std::span<const nc::token_logprob> top = nc::top_logprobs(x, 8, ws);
     benchmark::DoNotOptimize(top.data());
     benchmark::DoNotOptimize(top.size());
@@ -99,14 +107,18 @@ void register_chains() {
       {"BM_flat_topp_chain", BM_flat_topp_chain},
       {"BM_top_logprobs", BM_top_logprobs},
   };
-  for (const auto& [name, fn] : benches) {
-    auto* b = benchmark::RegisterBenchmark(name, fn)->Unit(benchmark::kMicrosecond);
-    for (std::int64_t v : nb::vocab_sizes) b->Arg(v);
-  }
+  for (const auto& [name, fn] : benches) nb::register_per_target(name, fn);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+#if defined(NUCLEUS_BENCH_HAVE_SLEEF)
+  const nb::exp_floor_kernel exp_floor = nb::widest_sleef_exp_floor();
+  std::fprintf(stderr, "nucleus bench: exp floor: %s plus a sum over the row\n", exp_floor.name);
+  nb::use_exp_floor(exp_floor);
+#else
+  std::fprintf(stderr, "nucleus bench: SLEEF not found when configuring: no exp floor, no exp_floors\n");
+#endif
   return nb::run(argc, argv, register_chains);
 }

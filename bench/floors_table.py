@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Turns nucleus_bench JSON output into the floor-ratio tables of docs/benchmarking.md: for each
+--nucleus_isa target, every benchmark at one V as memory floors (`passes`) and exp floors
+(`exp_floors`), next to the goals of issue 8, then the goal figure of every target side by side.
+
+    build/bench/nucleus_bench --nucleus_isa=all --nucleus_cpu_time --benchmark_filter='/248320$' \\
+        --benchmark_min_time=0.2 --benchmark_out=run.json --benchmark_out_format=json
+    bench/floors_table.py run.json [V]
+
+V defaults to 248320. With repetitions it reads the median aggregate; without, the single run.
+"""
+import json
+import sys
+
+# (benchmark, floor it is held to, goal): the floor is "memory" (passes) or "exp" (exp_floors).
+GOALS = [
+    ("BM_argmax", "memory", 1.2),
+    ("BM_topk_chain", "memory", 2.0),
+    ("BM_default_chain", "memory", 2.0),
+    ("BM_minp_chain", "memory", 2.0),
+    ("BM_dist", "exp", 1.2),
+    ("BM_log_softmax", "exp", 1.6),
+    ("BM_top_logprobs", "exp", 1.3),
+    ("BM_topp_chain", "exp", 1.5),
+    ("BM_flat_topp_chain", "exp", 3.0),
+]
+COUNTER = {"memory": "passes", "exp": "exp_floors"}
+TARGETS = ["scalar", "sse2", "avx2", "avx512"]
+
+
+def selected_runs(data: dict) -> list:
+    """The median aggregates when the run had repetitions, else every run."""
+    runs = data["benchmarks"]
+    if any(r.get("aggregate_name") == "median" for r in runs):
+        return [r for r in runs if r.get("aggregate_name") == "median"]
+    return runs
+
+
+def parse(run_name: str) -> "tuple[str, str | None, int] | None":
+    """'BM_dist/avx2/248320' -> ('BM_dist', 'avx2', 248320); 'BM_onepass/248320' -> (.., None, ..)."""
+    parts = run_name.split("/")
+    for i in range(len(parts) - 1, 0, -1):
+        if parts[i].isdigit():
+            head = parts[:i]
+            if len(head) >= 2 and head[-1] in TARGETS:
+                return "/".join(head[:-1]), head[-1], int(parts[i])
+            return "/".join(head), None, int(parts[i])
+    return None
+
+
+def fmt(x: "float | None") -> str:
+    return "" if x is None else f"{x:.2f}"
+
+
+def main() -> int:
+    if len(sys.argv) not in (2, 3):
+        print(__doc__, file=sys.stderr)
+        return 2
+    vocab = int(sys.argv[2]) if len(sys.argv) == 3 else 248320
+    with open(sys.argv[1]) as f:
+        data = json.load(f)
+    ctx = data.get("context", {})
+    runs = {}  # (benchmark, target) -> run
+    floors = {}  # benchmark -> run, for the target-less floors
+    for r in selected_runs(data):
+        p = parse(r["run_name"])
+        if p is None or p[2] != vocab:
+            continue
+        name, target, _ = p
+        if target is None:
+            floors[name] = r
+        else:
+            runs[(name, target)] = r
+    targets = [t for t in TARGETS if any(k[1] == t for k in runs)]
+    if not targets:
+        print(f"no per-target nucleus_bench runs at V = {vocab} in {sys.argv[1]}", file=sys.stderr)
+        return 1
+
+    def us(r: dict) -> str:
+        scale = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}[r.get("time_unit", "ns")]
+        return f"{r['real_time'] * scale:.1f} µs wall, {r['cpu_time'] * scale:.1f} µs CPU"
+
+    exp_name = ctx.get("exp_floor")
+    print(f"V = {vocab:,}. Floors: memory = BM_onepass" +
+          (f" ({us(floors['BM_onepass'])})" if "BM_onepass" in floors else "") +
+          (f"; exp = BM_expfloor, {exp_name} plus a sum" +
+           (f" ({us(floors['BM_expfloor'])})" if "BM_expfloor" in floors else "")
+           if exp_name else "; no exp floor (built without SLEEF)") + ".\n")
+
+    def value(name: str, target: str, floor: str) -> "float | None":
+        r = runs.get((name, target))
+        return None if r is None else r.get(COUNTER[floor])
+
+    goal_names = {g[0] for g in GOALS}
+    others = sorted({k[0] for k in runs if k[0] not in goal_names})
+    for t in targets:
+        print(f"**{t}**\n")
+        print("| benchmark | memory floors | exp floors | goal | |")
+        print("|---|---:|---:|---|---|")
+        for name, floor, goal in GOALS:
+            if (name, t) not in runs:
+                continue
+            v = value(name, t, floor)
+            verdict = "" if v is None else ("met" if v <= goal else "not met")
+            print(f"| {name} | {fmt(value(name, t, 'memory'))} | {fmt(value(name, t, 'exp'))} | "
+                  f"≤ {goal:g} {floor} | {verdict} |")
+        for name in others:
+            if (name, t) in runs:
+                print(f"| {name} | {fmt(value(name, t, 'memory'))} | {fmt(value(name, t, 'exp'))} | | |")
+        print()
+
+    print("Each goal's own figure, every target:\n")
+    print("| benchmark | goal | " + " | ".join(targets) + " |")
+    print("|---|---|" + "---:|" * len(targets))
+    for name, floor, goal in GOALS:
+        cells = []
+        for t in targets:
+            v = value(name, t, floor)
+            cells.append("" if v is None else fmt(v) + ("" if v <= goal else " ✗"))
+        print(f"| {name} | ≤ {goal:g} {floor} | " + " | ".join(cells) + " |")
+    reps = max((r.get("repetitions", 1) for r in data["benchmarks"]), default=1)
+    how = f"median of {reps} repetitions" if reps > 1 else "one run"
+    print(f"\n{ctx.get('date', '?')}; {ctx.get('num_cpus', '?')} CPUs at {ctx.get('mhz_per_cpu', '?')} MHz; "
+          f"load average {ctx.get('load_avg', '?')}; {how}; ✗ = goal not met")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
