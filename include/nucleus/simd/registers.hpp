@@ -26,10 +26,10 @@ struct reg {
   NUCLEUS_INLINE static f load(const float* p) { return _mm512_loadu_ps(p); }
   NUCLEUS_INLINE static f load(const bf16* p) {
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(all, _mm512_cvtepu16_epi32(h), 16));
+    return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(all, _mm512_maskz_cvtepu16_epi32(all, h), 16));
   }
   NUCLEUS_INLINE static f load(const f16* p) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_maskz_cvtph_ps(all, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   }
   NUCLEUS_INLINE static void store(float* p, f v) { _mm512_storeu_ps(p, v); }
   NUCLEUS_INLINE static f splat(float x) { return _mm512_set1_ps(x); }
