@@ -1,6 +1,7 @@
 # cmake -P script: configures and builds consumer/ with one compiler and flag set, then records the
 # identity cases with it. Prints the compile command and how long each step took.
-#   -DNUCLEUS_SOURCE= -DWORK= -DCOMPILER= -DFLAGS= -DOUT= -DCASES= [-DGENERATOR=]
+#   -DNUCLEUS_SOURCE= -DWORK= -DCOMPILER= -DFLAGS= -DOUT= -DCASES= [-DGENERATOR=] [-DEMULATOR=]
+# With EMULATOR (qemu-aarch64), COMPILER is a cross compiler and the recorder runs under the emulator.
 function(run what)
   string(TIMESTAMP t0 "%s")
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
@@ -20,12 +21,16 @@ if(GENERATOR)
   set(gen -G ${GENERATOR})
 endif()
 # Release, with the optimisation level taken from FLAGS rather than CMake's -O3.
-run(configure ${CMAKE_COMMAND} -S ${NUCLEUS_SOURCE}/tests/identity/consumer -B ${WORK} ${gen}
+set(cross)
+if(EMULATOR)
+  set(cross -DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64)
+endif()
+run(configure ${CMAKE_COMMAND} -S ${NUCLEUS_SOURCE}/tests/identity/consumer -B ${WORK} ${gen} ${cross}
     -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE=-DNDEBUG -DCMAKE_CXX_COMPILER=${COMPILER}
     "-DCMAKE_CXX_FLAGS=${FLAGS}" -DNUCLEUS_SOURCE=${NUCLEUS_SOURCE} -DCMAKE_EXPORT_COMPILE_COMMANDS=ON)
 file(READ ${WORK}/compile_commands.json commands)
 string(JSON command GET "${commands}" 0 command)
 message("compile: ${command}")
 run(build ${CMAKE_COMMAND} --build ${WORK} --parallel 1)
-run(record ${WORK}/nucleus_record ${OUT} ${CASES})
+run(record ${EMULATOR} ${WORK}/nucleus_record ${OUT} ${CASES})
 message("${run_output}")

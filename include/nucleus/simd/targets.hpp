@@ -67,15 +67,34 @@ struct kernel_table {
 
 }  // namespace nucleus::detail
 
-// NUCLEUS_TARGET(ns): the body of every kernel, compiled inside nucleus::detail::ns.
-#define NUCLEUS_TARGET_BODY(ns)                                                                     \
-  namespace nucleus::detail::ns {                                                                   \
-  template <logit_type T>                                                                           \
-  inline constexpr kernel_table<T> table{&max_value<T>,   &argmax<T>,       &count_greater<T>,      \
-                                         &exp_sum<T>,     &exp_store<T>,    &pick<T>,               \
-                                         &compact_ge<T>,  &select_top_k<T>, &collect_ties<T>,       \
-                                         &collect_bin<T>, &masked_widen<T>, &log_softmax_store<T>}; \
+// NUCLEUS_TARGET_BODY(ns): the table of a target's kernels, compiled inside nucleus::detail::ns. It
+// is a function template, not a variable, so that NUCLEUS_EXTERN_KERNELS can keep its instantiation
+// (and with it every kernel of that target) out of a translation unit.
+#define NUCLEUS_TARGET_BODY(ns)                                                                   \
+  namespace nucleus::detail::ns {                                                                 \
+  template <logit_type T>                                                                         \
+  const kernel_table<T>& table() noexcept {                                                       \
+    static constexpr kernel_table<T> t{&max_value<T>,   &argmax<T>,       &count_greater<T>,      \
+                                       &exp_sum<T>,     &exp_store<T>,    &pick<T>,               \
+                                       &compact_ge<T>,  &select_top_k<T>, &collect_ties<T>,       \
+                                       &collect_bin<T>, &masked_widen<T>, &log_softmax_store<T>}; \
+    return t;                                                                                     \
+  }                                                                                               \
+  NUCLEUS_KERNELS_EXTERN_DECLARATIONS                                                             \
   }
+
+// Compile time: every translation unit that samples compiles each target's kernels for each element
+// type it uses. A program with many such units may compile them once: define NUCLEUS_EXTERN_KERNELS
+// in every unit and include <nucleus/simd/kernels_instance.hpp> in exactly one (the same bits either
+// way; only where the kernels' code is emitted changes). The project's own tests build this way.
+#if defined(NUCLEUS_EXTERN_KERNELS)
+#define NUCLEUS_KERNELS_EXTERN_DECLARATIONS                           \
+  extern template const kernel_table<float>& table<float>() noexcept; \
+  extern template const kernel_table<bf16>& table<bf16>() noexcept;   \
+  extern template const kernel_table<f16>& table<f16>() noexcept;
+#else
+#define NUCLEUS_KERNELS_EXTERN_DECLARATIONS
+#endif
 
 #define NUCLEUS_TARGET_STR(x) #x
 #if defined(__clang__)
@@ -142,25 +161,25 @@ const kernel_table<T>& kernels() noexcept {
   switch (active_isa()) {
 #if defined(NUCLEUS_HAVE_TARGET_3)
     case isa::avx512:
-      return isa_avx512::table<T>;
+      return isa_avx512::table<T>();
 #endif
 #if defined(NUCLEUS_HAVE_TARGET_2)
     case isa::avx2:
-      return isa_avx2::table<T>;
+      return isa_avx2::table<T>();
 #endif
 #if defined(NUCLEUS_HAVE_TARGET_1)
     case isa::sse2:
-      return isa_sse2::table<T>;
+      return isa_sse2::table<T>();
 #endif
     default:
 #if defined(NUCLEUS_HAVE_TARGET_0)
-      return isa_scalar::table<T>;
+      return isa_scalar::table<T>();
 #elif NUCLEUS_ISA_ONLY == 1
-      return isa_sse2::table<T>;
+      return isa_sse2::table<T>();
 #elif NUCLEUS_ISA_ONLY == 2
-      return isa_avx2::table<T>;
+      return isa_avx2::table<T>();
 #else
-      return isa_avx512::table<T>;
+      return isa_avx512::table<T>();
 #endif
   }
 }
