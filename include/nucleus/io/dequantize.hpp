@@ -231,6 +231,7 @@ inline void dequantize(dtype t, std::span<const std::byte> src, std::span<float>
                                 " floats");
   }
   const std::size_t n_blocks = out.size() / per_block;
+  if (n_blocks == 0) return;  // a zero-size tensor: its spans may be null, which memcpy may not get
   const std::byte* p = src.data();
   float* o = out.data();
   switch (t) {
