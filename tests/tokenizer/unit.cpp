@@ -185,6 +185,18 @@ TEST_CASE("tokenizer: bad vocabularies are refused with a reason") {
   bos.bos = -1;
   bos.add_bos = true;
   CHECK_THAT(reason(bos), Catch::Contains("add_bos"));
+  // Byte tokens spell their byte as <0xHH>: nothing else is read as one (found by tests/fuzz).
+  for (const char* bad : {"<0xZZ>", "<0x-1>", "<0x 1>"}) {
+    auto bytes = tiny({bad}, {});
+    bytes.token_types.assign(257, 1);
+    bytes.token_types[256] = 6;  // byte
+    CHECK_THAT(reason(bytes), Catch::Contains("byte token 256 '" + std::string(bad) + "' is not <0xHH>"));
+  }
+  auto good = tiny({"<0x4a>"}, {});
+  good.token_types.assign(257, 1);
+  good.token_types[256] = 6;
+  CHECK(reason(good) == "accepted");
+  CHECK(tokenizer(good).decode(ids{256}) == "J");
 }
 
 TEST_CASE("tokenizer: decode rejects ids outside the vocabulary") {

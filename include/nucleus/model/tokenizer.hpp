@@ -408,6 +408,13 @@ class tokenizer {
     data_.merges = {};  // all in merges_ now
   }
 
+  static int hex_digit(char c) noexcept {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  }
+
   void build_pieces() {
     pieces_.resize(data_.tokens.size());
     for (std::size_t i = 0; i < data_.tokens.size(); ++i) {
@@ -422,7 +429,11 @@ class tokenizer {
           break;
         case detail::token_type::byte:
           if (text.size() == 6 && text.starts_with("<0x") && text.back() == '>') {
-            pieces_[i] = static_cast<char>(std::stoi(text.substr(3, 2), nullptr, 16));
+            const int hi = hex_digit(text[3]), lo = hex_digit(text[4]);
+            if (hi < 0 || lo < 0)
+              throw std::invalid_argument("tokenizer: byte token " + std::to_string(i) + " '" + text +
+                                          "' is not <0xHH>");
+            pieces_[i] = static_cast<char>(hi * 16 + lo);
             break;
           }
           [[fallthrough]];
