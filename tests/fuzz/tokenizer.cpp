@@ -17,6 +17,7 @@
 #include <nucleus/model/gguf_tokenizer.hpp>
 #include <nucleus/model/tokenizer.hpp>
 
+#include "../tokenizer/byte_symbols.hpp"
 #include "fuzz_input.hpp"
 
 namespace {
@@ -24,28 +25,7 @@ namespace {
 namespace model = nucleus::model;
 using nucleus_fuzz::check;
 
-// GPT-2's byte-to-unicode spelling of byte b, written out here so the vocabulary does not borrow the
-// header's own table.
-std::string byte_symbol(int b) {
-  static const std::vector<std::string> table = [] {
-    std::vector<std::string> t(256);
-    int next = 256;
-    for (int c = 0; c < 256; ++c) {
-      const bool printable = (c >= '!' && c <= '~') || (c >= 0xa1 && c <= 0xac) || c >= 0xae;
-      const int cpt = printable ? c : next++;
-      std::string s;
-      if (cpt < 0x80) {
-        s += static_cast<char>(cpt);
-      } else {
-        s += static_cast<char>(0xc0 | (cpt >> 6));
-        s += static_cast<char>(0x80 | (cpt & 0x3f));
-      }
-      t[c] = s;
-    }
-    return t;
-  }();
-  return table[b];
-}
+using nucleus_test::byte_symbol;
 
 model::tokenizer_data small_vocabulary(std::string pre) {
   model::tokenizer_data d;
