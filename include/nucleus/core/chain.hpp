@@ -12,6 +12,7 @@
 #include "nucleus/core/distribution.hpp"
 #include "nucleus/core/draw_key.hpp"
 #include "nucleus/core/logit_types.hpp"
+#include "nucleus/core/materialize.hpp"
 #include "nucleus/core/result.hpp"
 #include "nucleus/core/row_state.hpp"
 #include "nucleus/core/workspace.hpp"
@@ -70,13 +71,13 @@ struct stage : stage_base {
     return chain<Self>(static_cast<const Self&>(*this))(logits, ws);
   }
   template <logit_type T>
-  sample_result operator()(std::span<const T> logits, workspace& ws, draw_key key) const {
+  auto operator()(std::span<const T> logits, workspace& ws, draw_key key) const {
     return chain<Self>(static_cast<const Self&>(*this))(logits, ws, key);
   }
   auto operator()(std::span<const float> logits, workspace& ws) const {
     return chain<Self>(static_cast<const Self&>(*this))(logits, ws);
   }
-  sample_result operator()(std::span<const float> logits, workspace& ws, draw_key key) const {
+  auto operator()(std::span<const float> logits, workspace& ws, draw_key key) const {
     return chain<Self>(static_cast<const Self&>(*this))(logits, ws, key);
   }
 };
@@ -94,7 +95,9 @@ class chain : public stage_base {
 
  public:
   static constexpr bool terminal = ends_in_terminal;
-  static constexpr bool needs_key = ends_in_terminal && stage_traits<last_type>::needs_key;
+  // A stage before the terminal that flips a coin of its own (xtc) needs the key too.
+  static constexpr bool keyed_stages = ((stage_traits<S>::needs_key && !stage_traits<S>::terminal) || ...);
+  static constexpr bool needs_key = keyed_stages || (ends_in_terminal && stage_traits<last_type>::needs_key);
 
   constexpr explicit chain(S... s) : stages_(std::move(s)...) {}
   constexpr explicit chain(std::tuple<S...> t) : stages_(std::move(t)) {}
@@ -106,48 +109,66 @@ class chain : public stage_base {
   template <logit_type T>
   auto operator()(std::span<const T> logits, workspace& ws) const {
     static_assert(!needs_key,
-                  "nucleus: this chain draws (it ends in categorical()): call it with a draw_key, "
-                  "chain(logits, ws, nucleus::draw_key{seed, position})");
+                  "nucleus: this chain uses randomness (it draws, or has a keyed stage such as xtc()): "
+                  "call it with a draw_key, chain(logits, ws, nucleus::draw_key{seed, position})");
     row_state s(logits, ws);
     if constexpr (ends_in_terminal) {
       return finish(s, draw_key{});
     } else {
       apply(s);
-      return s.materialize();
+      return materialize(s);
     }
   }
 
+  // With a terminal: the drawn token. Without: the processed distribution, keyed stages using `key`.
   template <logit_type T>
-  sample_result operator()(std::span<const T> logits, workspace& ws, draw_key key) const {
-    static_assert(ends_in_terminal,
-                  "nucleus: a chain must end in a terminal such as categorical() or argmax() to draw");
+  auto operator()(std::span<const T> logits, workspace& ws, draw_key key) const {
     row_state s(logits, ws);
-    return finish(s, key);
+    if constexpr (ends_in_terminal) {
+      return finish(s, key);
+    } else {
+      apply(s, key);
+      return materialize(s);
+    }
   }
 
   // The same for a std::span<const float> spelled any way that converts (a vector, an array).
   auto operator()(std::span<const float> logits, workspace& ws) const {
     return this->operator()<float>(logits, ws);
   }
-  sample_result operator()(std::span<const float> logits, workspace& ws, draw_key key) const {
+  auto operator()(std::span<const float> logits, workspace& ws, draw_key key) const {
     return this->operator()<float>(logits, ws, key);
   }
 
   // Runs every non-terminal stage on a row already in a row_state (for code that prepares rows
   // itself, such as the batch sampler); then finish() draws with the terminal.
   void apply(row_state& s) const {
-    run_stages(s, std::make_index_sequence < ends_in_terminal ? count - 1 : count > {});
+    static_assert(!keyed_stages,
+                  "nucleus: this chain has a keyed stage such as xtc(): call apply(state, draw_key)");
+    apply(s, draw_key{});
+  }
+  void apply(row_state& s, draw_key key) const {
+    run_stages(s, key, std::make_index_sequence < ends_in_terminal ? count - 1 : count > {});
   }
   sample_result finish(row_state& s, draw_key key) const requires(ends_in_terminal) {
-    run_stages(s, std::make_index_sequence<count - 1>{});
+    run_stages(s, key, std::make_index_sequence<count - 1>{});
     return std::get<count - 1>(stages_).finish(s, key);
   }
 
  private:
+  template <class St>
+  static void run_stage(const St& st, row_state& s, draw_key key) {
+    if constexpr (stage_traits<St>::needs_key) {
+      st.apply(s, key);
+    } else {
+      st.apply(s);
+    }
+  }
   template <std::size_t... I>
-  void run_stages(row_state& s, std::index_sequence<I...>) const {
+  void run_stages(row_state& s, draw_key key, std::index_sequence<I...>) const {
     // Every stage checks live() first; a stage after greedy (T = 0) has nothing to cut either.
-    ((s.live() && !s.greedy() ? std::get<I>(stages_).apply(s) : void()), ...);
+    ((s.live() && !s.greedy() ? run_stage(std::get<I>(stages_), s, key) : void()), ...);
+    (void)key;
   }
 
   std::tuple<S...> stages_;

@@ -1,5 +1,7 @@
 // The state of one row while a chain runs: the live candidate set, the pending temperature, the
-// cached maximum. Stages read and narrow it; nothing here rewrites the caller's logits.
+// cached maximum. Stages read and narrow it; nothing here rewrites the caller's logits. What the
+// terminals do with it lives with them (stages/argmax.hpp, stages/categorical.hpp) and in
+// core/materialize.hpp.
 #pragma once
 
 #include <cmath>
@@ -21,7 +23,7 @@ class row_state {
  public:
   template <logit_type T>
   row_state(std::span<const T> row, workspace& ws)
-      : ws_(ws), src_(row.data()), src_type_(dtype_of<T>), n_(row.size()) {
+      : ws_(ws), src_(row.data()), src_type_(dtype_of<T>), n_(row.size()), row_n_(row.size()) {
     if constexpr (std::same_as<T, float>) vals_ = row.data();
     if (row.empty()) status_ = status::empty_row;
     ws.reserve(row.size());
@@ -39,6 +41,8 @@ class row_state {
   // --- the candidate set -------------------------------------------------------------------
   // Candidates are (logit, id) pairs. While the set is the whole row ("dense") ids are implicit.
   std::size_t size() const noexcept { return n_; }
+  // The row's length as given (the vocabulary size), however much has been cut since.
+  std::size_t row_size() const noexcept { return row_n_; }
   // The candidates' values as float: null while the set is a dense 16-bit row (use visit()).
   const float* logits() const noexcept { return vals_; }
   logit_dtype source_type() const noexcept { return src_type_; }
@@ -134,64 +138,15 @@ class row_state {
 
   workspace& ws() noexcept { return ws_; }
 
-  // --- results -------------------------------------------------------------------------------
+  // --- results ---------------------------------------------------------------------------
+  // The result of a row that cannot give a token: its status (no_candidates if it was still ok).
   sample_result fail() const noexcept {
     return {-1, 0.0f, status_ == status::ok ? status::no_candidates : status_};
   }
-
-  sample_result greedy_pick() noexcept {
-    if (!live()) return fail();
-    if (sorted_) return {id(0), 0.0f, status::ok};
-    const auto r = visit([&](const auto* x) { return detail::argmax(x, n_); });
-    if (r.index < 0) {
-      status_ = status::no_candidates;
-      return fail();
-    }
-    return {id(static_cast<std::size_t>(r.index)), 0.0f, status::ok};
-  }
-
-  // A categorical draw over the candidates' exact weights (simd/scalar.hpp): the token whose run of
-  // the cumulative weight, in candidate order, holds the key's point in [0, total).
-  sample_result draw(draw_key key) noexcept {
-    if (greedy_) return greedy_pick();
-    const float m = max_logit();
-    if (!live()) return fail();
-    const detail::wsum w =
-        visit([&](const auto* x) { return detail::exp_sum(x, n_, m, inv_temp_, ws_.blocks.data()); });
-    draw_sum_ = detail::to_double(w);
-    const detail::wsum point = detail::draw_point(key, w);
-    const auto i = visit([&](const auto* x) {
-      return detail::pick(x, n_, m, inv_temp_, ws_.blocks.data(), point, ws_.block_scratch.data());
-    });
-    if (i < 0) {  // the total was 0: not reachable (the maximum weighs 2^48), kept as a guard
-      status_ = status::no_candidates;
-      return fail();
-    }
-    const auto at = static_cast<std::size_t>(i);
-    return {id(at), static_cast<float>(static_cast<double>(scaled(at)) - std::log(draw_sum_)), status::ok};
-  }
-
-  // The exp-sum the last draw() normalized by (the candidates' weights at the current temperature).
+  void set_status(nucleus::status st) noexcept { status_ = st; }
+  // The exp-sum the last draw normalized by (terminals record it; logprobs read it).
   double draw_sum() const noexcept { return draw_sum_; }
-
-  distribution materialize() noexcept {
-    if (greedy_) {
-      const sample_result g = greedy_pick();
-      if (g.status != status::ok) return {nullptr, nullptr, 0, false, g.status};
-      ws_.ids.data()[0] = g.token;
-      ws_.probs.data()[0] = 1.0f;
-      return {ws_.ids.data(), ws_.probs.data(), 1, true, status::ok};
-    }
-    const float m = max_logit();
-    if (!live()) return {nullptr, nullptr, 0, false, status_ == status::ok ? status::no_candidates : status_};
-    if (dense()) keep_scaled_at_least(0.0f, 1.0f, -std::numeric_limits<float>::max());
-    const double z = detail::to_double(detail::exp_sum(vals_, n_, m, inv_temp_, nullptr));
-    float* p = ws_.probs.data();
-    detail::exp_store(vals_, n_, m, inv_temp_, p);
-    const auto inv_z = static_cast<float>(1.0 / z);
-    for (std::size_t i = 0; i < n_; ++i) p[i] *= inv_z;
-    return {ids_, p, n_, sorted_, status::ok};
-  }
+  void set_draw_sum(double z) noexcept { draw_sum_ = z; }
 
  private:
   float* writable_vals() noexcept { return ws_.vals.data(); }
@@ -206,6 +161,7 @@ class row_state {
   const float* vals_ = nullptr;
   const std::int32_t* ids_ = nullptr;
   std::size_t n_;
+  std::size_t row_n_;
   float inv_temp_ = 1.0f;
   float max_ = 0.0f;
   double draw_sum_ = 0.0;

@@ -88,7 +88,7 @@ class sampler {
     return with_row(row, ws, rq, [&](auto x) {
       row_state s(x, ws);
       std::visit([&](const auto& c) { c.apply(s); }, chain_);
-      return s.materialize();
+      return materialize(s);
     });
   }
 

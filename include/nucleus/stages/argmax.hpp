@@ -2,13 +2,14 @@
 #pragma once
 
 #include "nucleus/core/chain.hpp"
+#include "nucleus/core/materialize.hpp"
 
 namespace nucleus {
 
 struct argmax_stage : stage<argmax_stage> {
   static constexpr stage_info info{.terminal = true};
 
-  sample_result finish(row_state& s, draw_key) const noexcept { return s.greedy_pick(); }
+  sample_result finish(row_state& s, draw_key) const noexcept { return greedy_pick(s); }
 };
 
 inline argmax_stage argmax() noexcept {

@@ -1,18 +1,42 @@
 // categorical(): one draw from the processed distribution, keyed by draw_key{seed, position}.
 #pragma once
 
+#include <cmath>
+
 #include "nucleus/core/chain.hpp"
+#include "nucleus/core/materialize.hpp"
 
 namespace nucleus {
+
+// A categorical draw over the candidates' exact weights (simd/scalar.hpp): the token whose run of the
+// cumulative weight, in candidate order, holds the key's point in [0, total). Greedy rows (T = 0) give
+// their argmax. Records the normalizer (row_state::draw_sum) for logprobs.
+inline sample_result draw(row_state& s, draw_key key) noexcept {
+  if (s.greedy()) return greedy_pick(s);
+  const float m = s.max_logit();
+  if (!s.live()) return s.fail();
+  const float inv = s.inv_temperature();
+  workspace& ws = s.ws();
+  const detail::wsum w =
+      s.visit([&](const auto* x) { return detail::exp_sum(x, s.size(), m, inv, ws.blocks.data()); });
+  s.set_draw_sum(detail::to_double(w));
+  const detail::wsum point = detail::draw_point(key, w);
+  const auto i = s.visit([&](const auto* x) {
+    return detail::pick(x, s.size(), m, inv, ws.blocks.data(), point, ws.block_scratch.data());
+  });
+  if (i < 0) {  // the total was 0: not reachable (the maximum weighs 2^48), kept as a guard
+    s.set_status(status::no_candidates);
+    return s.fail();
+  }
+  const auto at = static_cast<std::size_t>(i);
+  return {s.id(at), static_cast<float>(static_cast<double>(s.scaled(at)) - std::log(s.draw_sum())), status::ok};
+}
 
 struct categorical_stage : stage<categorical_stage> {
   static constexpr stage_info info{
       .terminal = true, .needs_key = true, .needs_probs = true, .needs_max = true};
 
-  sample_result finish(row_state& s, draw_key key) const noexcept {
-    if (!s.live()) return s.fail();
-    return s.draw(key);
-  }
+  sample_result finish(row_state& s, draw_key key) const noexcept { return draw(s, key); }
 };
 
 inline categorical_stage categorical() noexcept {

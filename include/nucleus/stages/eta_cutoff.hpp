@@ -1,0 +1,38 @@
+// eta_cutoff(eta): entropy-dependent truncation (Hewitt et al.; Hugging Face's eta_cutoff). Keeps the
+// tokens whose probability is >= min(eta, sqrt(eta) * exp(-H)), H the entropy in nats, and always the
+// most likely one.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "nucleus/core/chain.hpp"
+#include "nucleus/core/row_stats.hpp"
+
+namespace nucleus {
+
+struct eta_cutoff_stage : stage<eta_cutoff_stage> {
+  static constexpr stage_info info{.truncates = true, .needs_probs = true, .needs_max = true};
+
+  float eta;  // 0: disabled
+
+  void apply(row_state& s) const noexcept {
+    if (eta <= 0.0f) return;
+    s.max_logit();
+    if (!s.live() || s.size() == 1) return;
+    const detail::row_moments mo = detail::moments(s);
+    // p_i = w_i / total and exp(-H) = exp(E[y]) / Z with Z = total / 2^48, so
+    // p_i >= sqrt(eta) exp(-H)  <=>  w_i >= sqrt(eta) exp(E[y]) 2^48.
+    const double by_eta = static_cast<double>(eta) * detail::to_double(mo.total) * 0x1p48;
+    const double by_entropy = std::sqrt(static_cast<double>(eta)) * std::exp(mo.mean_y) * 0x1p48;
+    detail::keep_weight_at_least(s, std::min(by_eta, by_entropy));
+  }
+};
+
+inline eta_cutoff_stage eta_cutoff(float eta) {
+  if (!(eta >= 0.0f && eta < 1.0f)) throw std::invalid_argument("nucleus::eta_cutoff: eta must be in [0, 1) (0 disables)");
+  return eta_cutoff_stage{{}, eta};
+}
+
+}  // namespace nucleus

@@ -1,0 +1,58 @@
+// xtc(probability, threshold): "exclude top choices" (llama.cpp's XTC). With chance `probability`,
+// every token whose probability is >= threshold is removed except the least likely of them, so the
+// choice falls on a less obvious but still likely token. Nothing happens unless at least two tokens
+// reach the threshold. The coin is the draw key's own stream (draw_key.hpp): no hidden generator.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+
+#include "nucleus/core/chain.hpp"
+#include "nucleus/simd/targets.hpp"
+
+namespace nucleus {
+
+struct xtc_stage : stage<xtc_stage> {
+  static constexpr stage_info info{.needs_key = true, .truncates = true, .needs_probs = true, .needs_max = true};
+
+  float probability;  // <= 0: disabled
+  float threshold;    // > 0.5: disabled (at most one token can exceed it)
+
+  void apply(row_state& s, draw_key key) const noexcept {
+    if (probability <= 0.0f || threshold > 0.5f) return;
+    const float m = s.max_logit();
+    if (!s.live() || s.size() < 2) return;
+    if (!(detail::uniform(key, detail::key_stream::xtc) < static_cast<double>(probability))) return;
+    const float inv = s.inv_temperature();
+    const detail::wsum total = s.visit([&](const auto* x) { return detail::exp_sum(x, s.size(), m, inv, nullptr); });
+    // p_i >= threshold  <=>  w_i >= threshold * total, on the exact weights.
+    const double w_min = static_cast<double>(threshold) * static_cast<double>(total);
+    std::size_t above = 0;
+    std::uint64_t last = ~std::uint64_t{0};  // the least likely token at or above the threshold
+    s.visit([&](const auto* x) {
+      for (std::size_t i = 0; i < s.size(); ++i) {
+        const float v = to_float(x[i]);
+        if (static_cast<double>(detail::weight(detail::exp_scalar(detail::scaled(v, m, inv)))) >= w_min) {
+          ++above;
+          const std::uint64_t k = detail::rank_key(v, s.id(i));
+          if (k < last) last = k;
+        }
+      }
+    });
+    if (above < 2) return;
+    const float lv = detail::key_value(last);
+    const std::int32_t lid = detail::key_id(last);
+    s.keep_if([&](float x, std::int32_t id) { return x < lv || (x == lv && id >= lid); });
+  }
+};
+
+inline xtc_stage xtc(float probability, float threshold) {
+  if (!(probability >= 0.0f && probability <= 1.0f))
+    throw std::invalid_argument("nucleus::xtc: probability must be in [0, 1]");
+  if (!(threshold >= 0.0f && threshold <= 1.0f))
+    throw std::invalid_argument("nucleus::xtc: threshold must be in [0, 1] (> 0.5 disables)");
+  return xtc_stage{{}, probability, threshold};
+}
+
+}  // namespace nucleus
