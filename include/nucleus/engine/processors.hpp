@@ -13,6 +13,7 @@
 
 #include "nucleus/core/logit_types.hpp"
 #include "nucleus/core/workspace.hpp"
+#include "nucleus/engine/history_penalties.hpp"
 #include "nucleus/engine/params.hpp"
 #include "nucleus/simd/targets.hpp"
 
@@ -21,35 +22,6 @@ struct row_request;
 }
 
 namespace nucleus::detail {
-
-// Two runs of history tokens read as one sequence (the prompt, then the output).
-struct history {
-  std::span<const std::int32_t> a, b;
-
-  template <class F>
-  void each(F&& f) const {
-    for (std::int32_t t : a) f(t);
-    for (std::int32_t t : b) f(t);
-  }
-  bool fits(std::size_t vocab) const noexcept {
-    auto ok = [vocab](std::span<const std::int32_t> s) {
-      return std::all_of(s.begin(), s.end(),
-                         [vocab](std::int32_t t) { return t >= 0 && static_cast<std::size_t>(t) < vocab; });
-    };
-    return ok(a) && ok(b);
-  }
-  bool empty() const noexcept { return a.empty() && b.empty(); }
-};
-
-// The last n tokens of prompt ++ output (n < 0: all).
-inline history last_tokens(std::span<const std::int32_t> prompt, std::span<const std::int32_t> output,
-                           long long n) noexcept {
-  const std::size_t total = prompt.size() + output.size();
-  const std::size_t keep = n < 0 ? total : std::min(total, static_cast<std::size_t>(n));
-  const std::size_t skip = total - keep;
-  if (skip >= prompt.size()) return {{}, output.subspan(skip - prompt.size())};
-  return {prompt.subspan(skip), output};
-}
 
 class processors {
  public:
@@ -63,6 +35,9 @@ class processors {
         presence_(p.presence_penalty),
         frequency_(p.frequency_penalty),
         last_n_(p.penalty_last_n),
+        dry_{p.dry_multiplier, p.dry_base, p.dry_allowed_length, p.dry_sequence_breakers},
+        dry_last_n_(p.dry_penalty_last_n),
+        no_repeat_(static_cast<std::size_t>(p.no_repeat_ngram_size)),
         order_(order) {
     auto widen = [this](std::int32_t t) { max_id_ = std::max<long long>(max_id_, t); };
     for (const token_bias& b : bias_) widen(b.token);
@@ -76,7 +51,8 @@ class processors {
   template <class Request>
   bool active(const Request& rq) const noexcept {
     return !rq.bitmask.empty() || !allowed_.empty() || !banned_.empty() || !bias_.empty() ||
-           (rq.output.size() < min_tokens_ && !eos_.empty()) || repeats(rq) || counted(rq);
+           (rq.output.size() < min_tokens_ && !eos_.empty()) || repeats(rq) || counted(rq) || dries(rq) ||
+           (no_repeat_ > 0 && !ngram_history(rq).empty());
   }
 
   // Every id the params name, and every history id a penalty reads, lies in [0, vocab), and the
@@ -87,6 +63,8 @@ class processors {
     if (!rq.bitmask.empty() && rq.bitmask.size() < (vocab + 31) / 32) return false;
     if (repetition_ != 1.0f && !repetition_history(rq).fits(vocab)) return false;
     if ((presence_ != 0.0f || frequency_ != 0.0f) && !counted_history(rq).fits(vocab)) return false;
+    if (dry_.multiplier > 0.0f && !dry_history(rq).fits(vocab)) return false;
+    if (no_repeat_ > 0 && !ngram_history(rq).fits(vocab)) return false;
     return true;
   }
 
@@ -101,6 +79,11 @@ class processors {
       for (std::int32_t t : eos_) out[t] = -inf();
     for (const token_bias& b : bias_) edit(out[b.token], out[b.token] + b.bias);
     if (repeats(rq) || counted(rq)) penalize(out, ws.counts.ensure_zeroed(v), rq);
+    if (dries(rq)) {
+      const history h = dry_history(rq);
+      apply_dry(dry_, h, out, ws.sequence.ensure(h.size()), ws.counts.ensure_zeroed(v), edit);
+    }
+    if (no_repeat_ > 0) apply_no_repeat_ngram(no_repeat_, ngram_history(rq), out);
     return out;
   }
 
@@ -113,6 +96,21 @@ class processors {
     if (!(x > -inf() && x < inf())) return;
     constexpr float big = std::numeric_limits<float>::max();
     x = to > big ? big : to < -big ? -big : to;
+  }
+
+  template <class Request>
+  bool dries(const Request& rq) const noexcept {
+    return dry_.multiplier > 0.0f && dry_last_n_ != 0 &&
+           dry_history(rq).size() > static_cast<std::size_t>(dry_.allowed_length);
+  }
+  // DRY and no-repeat-ngram read the whole sequence, prompt included (as llama.cpp's and HF's do).
+  template <class Request>
+  history dry_history(const Request& rq) const noexcept {
+    return last_tokens(rq.prompt, rq.output, dry_last_n_);
+  }
+  template <class Request>
+  history ngram_history(const Request& rq) const noexcept {
+    return {rq.prompt, rq.output};
   }
 
   template <class Request>
@@ -178,6 +176,9 @@ class processors {
   std::size_t min_tokens_;
   float repetition_, presence_, frequency_;
   long long last_n_;
+  dry_params dry_;
+  long long dry_last_n_;
+  std::size_t no_repeat_;
   engine_order order_;
   long long max_id_ = -1;
 };

@@ -18,10 +18,17 @@
 #include "nucleus/ops/top_logprobs.hpp"
 #include "nucleus/simd/targets.hpp"
 #include "nucleus/stages/categorical.hpp"
+#include "nucleus/stages/dynamic_temperature.hpp"
+#include "nucleus/stages/epsilon_cutoff.hpp"
+#include "nucleus/stages/eta_cutoff.hpp"
 #include "nucleus/stages/min_p.hpp"
+#include "nucleus/stages/mirostat.hpp"
 #include "nucleus/stages/temperature.hpp"
 #include "nucleus/stages/top_k.hpp"
+#include "nucleus/stages/top_n_sigma.hpp"
 #include "nucleus/stages/top_p.hpp"
+#include "nucleus/stages/typical.hpp"
+#include "nucleus/stages/xtc.hpp"
 
 namespace nucleus {
 
@@ -31,6 +38,8 @@ struct row_request {
   std::span<const std::int32_t> output;    // tokens generated so far (penalties, min_tokens)
   std::span<const std::uint32_t> bitmask;  // optional: ceil(V / 32) words, bit i set = token i allowed
   std::uint64_t position = 0;              // the draw key's position: the index of this token
+  float* mirostat_mu = nullptr;            // mirostat's mu, owned by the request (start: 2 * tau);
+                                           // required when params.mirostat != 0, updated by the draw
 };
 
 struct row_result {
@@ -46,9 +55,14 @@ struct row_result {
 };
 
 class sampler {
-  using tkpm = chain<temperature_stage, top_k_stage, top_p_stage, min_p_stage, categorical_stage>;
-  using tmkp = chain<temperature_stage, min_p_stage, top_k_stage, top_p_stage, categorical_stage>;
-  using kpmt = chain<top_k_stage, top_p_stage, min_p_stage, temperature_stage, categorical_stage>;
+  // Each engine's order (docs/semantics.md). A stage whose knob is at its default does nothing.
+  using nucleus_chain = chain<dynamic_temperature_stage, top_n_sigma_stage, top_k_stage, typical_stage, top_p_stage,
+                              min_p_stage, epsilon_cutoff_stage, eta_cutoff_stage, xtc_stage, categorical_stage>;
+  using vllm_chain = chain<temperature_stage, min_p_stage, top_k_stage, top_p_stage, categorical_stage>;
+  using hf_chain = chain<temperature_stage, top_k_stage, top_p_stage, min_p_stage, typical_stage,
+                         epsilon_cutoff_stage, eta_cutoff_stage, categorical_stage>;
+  using llama_cpp_chain = chain<top_n_sigma_stage, top_k_stage, typical_stage, top_p_stage, min_p_stage, xtc_stage,
+                                dynamic_temperature_stage, categorical_stage>;
 
  public:
   // Throws std::invalid_argument naming the first bad field of p.
@@ -74,7 +88,12 @@ class sampler {
                     std::span<token_logprob> top = {}) const {
     if (row.empty()) return {.status = status::empty_row};
     if (!procs_.fits(row.size(), rq)) return {.status = status::invalid_input};
+    if (params_.mirostat != 0 && rq.mirostat_mu == nullptr) return {.status = status::invalid_input};
     return with_row(row, ws, rq, [&](auto x) {
+      if (params_.mirostat == 1)
+        return run(temperature_stage{{}, params_.temperature} | mirostat_v1(rq), x, row, ws, rq, top);
+      if (params_.mirostat == 2)
+        return run(temperature_stage{{}, params_.temperature} | mirostat_v2(rq), x, row, ws, rq, top);
       return std::visit([&](const auto& c) { return run(c, x, row, ws, rq, top); }, chain_);
     });
   }
@@ -85,9 +104,17 @@ class sampler {
   distribution process(std::span<const T> row, workspace& ws, const row_request& rq) const {
     if (row.empty()) return {nullptr, nullptr, 0, false, status::empty_row};
     if (!procs_.fits(row.size(), rq)) return {nullptr, nullptr, 0, false, status::invalid_input};
+    if (params_.mirostat != 0 && rq.mirostat_mu == nullptr) return {nullptr, nullptr, 0, false, status::invalid_input};
     return with_row(row, ws, rq, [&](auto x) {
       row_state s(x, ws);
-      std::visit([&](const auto& c) { c.apply(s); }, chain_);
+      const draw_key key{params_.seed, rq.position};
+      if (params_.mirostat != 0) {
+        temperature_stage{{}, params_.temperature}.apply(s);
+        if (params_.mirostat == 1) mirostat_v1(rq).truncate(s);
+        if (params_.mirostat == 2) mirostat_v2(rq).truncate(s);
+      } else {
+        std::visit([&](const auto& c) { c.apply(s, key); }, chain_);
+      }
       return materialize(s);
     });
   }
@@ -176,26 +203,41 @@ class sampler {
     r.top_count = static_cast<std::uint32_t>(c);
   }
 
-  using any_chain = std::variant<tkpm, tmkp, kpmt>;
+  using any_chain = std::variant<nucleus_chain, vllm_chain, hf_chain, llama_cpp_chain>;
+
+  mirostat_v1_stage mirostat_v1(const row_request& rq) const noexcept {
+    return {{}, params_.mirostat_tau, params_.mirostat_eta, 100, rq.mirostat_mu};
+  }
+  mirostat_v2_stage mirostat_v2(const row_request& rq) const noexcept {
+    return {{}, params_.mirostat_tau, params_.mirostat_eta, rq.mirostat_mu};
+  }
 
   static any_chain make_chain(const sampling_params& p, engine_order order) {
     validate(p, order);
     float t = p.temperature;
     if (order == engine_order::vllm && t < 1e-5f) t = 0.0f;  // vLLM samples greedily below 1e-5
     const temperature_stage temp{{}, t};
+    const dynamic_temperature_stage dyn{{}, t, p.dynatemp_range, p.dynatemp_exponent};
     const top_p_stage tp{{}, p.top_p};
     const min_p_stage mp{{}, p.min_p};
+    const typical_stage typ{{}, p.typical_p};
+    const top_n_sigma_stage sigma{{}, p.top_n_sigma};
+    const xtc_stage x{{}, p.xtc_probability, p.xtc_threshold};
+    const epsilon_cutoff_stage eps{{}, p.epsilon_cutoff};
+    const eta_cutoff_stage eta{{}, p.eta_cutoff};
     switch (order) {
       case engine_order::vllm:
-        return tmkp(temp, mp, top_k_stage{{}, p.top_k, ties::keep}, tp, categorical_stage{});
+        return vllm_chain(temp, mp, top_k_stage{{}, p.top_k, ties::keep}, tp, categorical_stage{});
       case engine_order::hf:
-        return tkpm(temp, top_k_stage{{}, p.top_k, ties::keep}, tp, mp, categorical_stage{});
+        return hf_chain(temp, top_k_stage{{}, p.top_k, ties::keep}, tp, mp, typ, eps, eta, categorical_stage{});
       case engine_order::llama_cpp:
-        return kpmt(top_k_stage{{}, p.top_k, ties::exact}, tp, mp, temp, categorical_stage{});
+        return llama_cpp_chain(sigma, top_k_stage{{}, p.top_k, ties::exact}, typ, tp, mp, x, dyn,
+                               categorical_stage{});
       case engine_order::nucleus:
         break;
     }
-    return tkpm(temp, top_k_stage{{}, p.top_k, ties::exact}, tp, mp, categorical_stage{});
+    return nucleus_chain(dyn, sigma, top_k_stage{{}, p.top_k, ties::exact}, typ, tp, mp, eps, eta, x,
+                         categorical_stage{});
   }
 
   sampling_params params_;

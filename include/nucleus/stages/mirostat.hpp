@@ -8,6 +8,7 @@
 // invariant). Start it at 2 * tau (mirostat_initial_mu).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <stdexcept>
@@ -106,13 +107,16 @@ struct mirostat_v1_stage : stage<mirostat_v1_stage> {
     return k >= 1.0 ? static_cast<std::size_t>(k) : 1;
   }
 
-  sample_result finish(row_state& s, draw_key key) const {
-    const std::size_t vocab = s.row_size();
+  // Keeps the top k_for() candidates (ties to the lower id), V = the row's length.
+  void truncate(row_state& s) const {
     s.max_logit();
-    if (s.live() && !s.greedy() && s.size() > 1) {
-      const std::size_t k = k_for(s, vocab);
-      top_k_stage{{}, static_cast<int>(k), ties::exact}.apply(s);
-    }
+    if (!s.live() || s.greedy() || s.size() < 2) return;
+    const std::size_t k = k_for(s, s.row_size());
+    top_k_stage{{}, static_cast<int>(std::min<std::size_t>(k, 0x7FFFFFFF)), ties::exact}.apply(s);
+  }
+
+  sample_result finish(row_state& s, draw_key key) const {
+    truncate(s);
     return detail::mirostat_draw(s, key, tau, eta, mu);
   }
 };
