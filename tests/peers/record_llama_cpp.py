@@ -251,10 +251,10 @@ def main():
                   "penalty_present": 0.5}, history=h_short)
 
     # logit_bias
-    for r in (kinds["gauss"][0], kinds["gauss"][3], kinds["neginf"][1], kinds["tiny"][2]):
+    for j, r in enumerate(small_mix):
         V = len(R[r])
         lb = [(0, 2.5), (V - 1, -1.0), (V // 2, float("-inf")), (V // 3, 1.0), (V // 3, 0.5),
-              (V + 5, 3.0), (-3, 1.0)]
+              (V + 5, 3.0), (-3, 1.0)] if j % 2 == 0 else [(V // 4, 100.0), ((7 * V) // 8, -0.75)]
         arr = (ll.llama_logit_bias * len(lb))(*[ll.llama_logit_bias(t, b) for t, b in lb])
         case("logit_bias", ll.llama_sampler_init_logit_bias(V, len(lb), arr), r,
              {"n_vocab": V, "logit_bias": [[t, b] for t, b in lb]})
