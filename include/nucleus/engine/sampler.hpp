@@ -78,7 +78,8 @@ class sampler {
   // Rank keys a row of this sampler may need beyond a full row's (workspace::keys), for batch
   // code that sizes workspaces up front.
   std::size_t key_capacity() const noexcept {
-    const std::size_t k = params_.top_k > 0 ? static_cast<std::size_t>(params_.top_k) : 0;
+    std::size_t k = params_.top_k > 0 ? static_cast<std::size_t>(params_.top_k) : 0;
+    if (params_.mirostat == 1) k = std::max<std::size_t>(k, 100);  // mirostat 1 reads its top m = 100
     return detail::select_capacity(std::max(k, top_n()));
   }
 

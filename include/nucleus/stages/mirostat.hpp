@@ -15,6 +15,7 @@
 #include <string>
 
 #include "nucleus/core/chain.hpp"
+#include "nucleus/core/row_stats.hpp"
 #include "nucleus/stages/categorical.hpp"
 #include "nucleus/stages/top_k.hpp"
 

@@ -1,0 +1,386 @@
+// nucleus against llama.cpp and Hugging Face, case by case, from fixtures the engines' own code
+// recorded (tests/peers/record_*.py). Every case is identical, or explained: the survivor sets differ
+// only by the order of tied tokens, or nucleus equals the exact double-precision answer and the peer's
+// float arithmetic moved its cut. Unexplained differences fail. The table is printed for the notes.
+#include <catch2/catch.hpp>
+
+#include <nucleus/engine.hpp>
+
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "reference/cases.hpp"
+#include "reference/samplers.hpp"
+
+namespace nc = nucleus;
+namespace ref = nucleus_ref;
+using json = nlohmann::json;
+
+namespace {
+
+json load(const char* name) {
+  const char* dir = std::getenv("NUCLEUS_PEER_FIXTURES");
+  if (!dir || !*dir) dir = std::getenv("NUCLEUS_PEER_FIXTURES_DEFAULT");
+  REQUIRE(dir != nullptr);
+  std::ifstream in(std::string(dir) + "/" + name);
+  REQUIRE(in.good());
+  return json::parse(in);
+}
+
+float num(const json& v) {
+  if (v.is_string()) {
+    const std::string s = v.get<std::string>();
+    if (s == "-inf") return -ref::inf;
+    if (s == "inf") return ref::inf;
+    return ref::nan;
+  }
+  return v.get<float>();
+}
+std::vector<float> floats(const json& a) {
+  std::vector<float> out;
+  for (const auto& v : a) out.push_back(num(v));
+  return out;
+}
+std::vector<std::int32_t> ints(const json& a) {
+  std::vector<std::int32_t> out;
+  for (const auto& v : a) out.push_back(v.get<std::int32_t>());
+  return out;
+}
+
+struct tally {
+  std::size_t cases = 0, identical = 0, ties = 0, rounding = 0, unexplained = 0;
+  double max_prob_diff = 0.0, max_logit_diff = 0.0;
+  std::string first;
+};
+
+// The peer's survivors (finite logits: llama.cpp masks some stages with -inf instead of removing).
+std::set<std::int32_t> peer_set(const json& c) {
+  std::set<std::int32_t> s;
+  const auto ids = ints(c["ids"]);
+  const auto lg = floats(c["logits"]);
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    if (lg[i] > -ref::inf) s.insert(ids[i]);
+  return s;
+}
+std::set<std::int32_t> lib_set(const nc::distribution& d) {
+  return {d.ids().begin(), d.ids().end()};
+}
+std::set<std::int32_t> ref_set(const ref::state& s) {
+  std::set<std::int32_t> out;
+  if (s.st != ref::status::ok) return out;
+  if (s.greedy) return {s.greedy_id};
+  for (auto& e : s.c) out.insert(e.id);
+  return out;
+}
+
+// Sets that differ only among tokens tied in value with a token of the other set's boundary.
+bool only_ties(const std::set<std::int32_t>& a, const std::set<std::int32_t>& b, const std::vector<float>& row) {
+  if (a.size() != b.size()) return false;
+  std::multiset<float> va, vb;
+  for (auto t : a) va.insert(row[static_cast<std::size_t>(t)]);
+  for (auto t : b) vb.insert(row[static_cast<std::size_t>(t)]);
+  return va == vb;
+}
+
+void classify(tally& t, const std::string& what, const std::set<std::int32_t>& peer,
+              const std::set<std::int32_t>& lib, const std::set<std::int32_t>& exact, double margin,
+              const std::vector<float>& row) {
+  ++t.cases;
+  if (peer == lib) {
+    ++t.identical;
+  } else if (only_ties(peer, lib, row)) {
+    ++t.ties;
+  } else if (lib == exact || margin < ref::boundary_slack) {
+    ++t.rounding;  // the peer's float sums moved its cut; nucleus is the exact answer
+  } else {
+    if (t.unexplained++ == 0)
+      t.first = what + ": peer " + std::to_string(peer.size()) + " survivors, nucleus " + std::to_string(lib.size()) +
+                ", exact " + std::to_string(exact.size());
+  }
+}
+
+// Probabilities of the survivors: the peer's own when it computed them, else softmax of its logits.
+void compare_probs(tally& t, const json& c, const nc::distribution& d) {
+  const auto ids = ints(c["ids"]);
+  const auto lg = floats(c["logits"]);
+  std::vector<double> p(ids.size());
+  if (c.contains("probs") && !c["probs"].is_null()) {
+    const auto pp = floats(c["probs"]);
+    for (std::size_t i = 0; i < ids.size(); ++i) p[i] = pp[i];
+  } else {
+    double m = -ref::inf, z = 0.0;
+    for (float x : lg) m = std::max(m, static_cast<double>(x));
+    for (std::size_t i = 0; i < ids.size(); ++i) z += lg[i] > -ref::inf ? std::exp(lg[i] - m) : 0.0;
+    for (std::size_t i = 0; i < ids.size(); ++i) p[i] = lg[i] > -ref::inf ? std::exp(lg[i] - m) / z : 0.0;
+  }
+  std::map<std::int32_t, double> lib;
+  for (std::size_t i = 0; i < d.size(); ++i) lib[d.ids()[i]] = d.probs()[i];
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    if (p[i] > 0.0 && lib.count(ids[i])) t.max_prob_diff = std::max(t.max_prob_diff, std::fabs(lib[ids[i]] - p[i]));
+}
+
+void print(const char* peer, const std::map<std::string, tally>& table) {
+  std::cout << "\n" << peer << " parity: sampler | cases | identical | tie order | peer rounding | unexplained | max |dp| | max |dlogit|\n";
+  for (const auto& [name, t] : table)
+    std::cout << "  " << name << " | " << t.cases << " | " << t.identical << " | " << t.ties << " | " << t.rounding << " | "
+              << t.unexplained << " | " << t.max_prob_diff << " | " << t.max_logit_diff << "\n";
+}
+
+// A processed row (bias, penalties, DRY, no-repeat-ngram) against the peer's, token by token.
+void compare_row(tally& t, const std::string& what, const json& c, const float* got, std::size_t V) {
+  ++t.cases;
+  const auto ids = ints(c["ids"]);
+  const auto lg = floats(c["logits"]);
+  bool same = true;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    const auto id = static_cast<std::size_t>(ids[i]);
+    if (id >= V) continue;
+    const float a = got[id], b = lg[i];
+    if (a == b || (std::isinf(a) && a == b)) continue;
+    const double d = std::fabs(static_cast<double>(a) - static_cast<double>(b));
+    t.max_logit_diff = std::max(t.max_logit_diff, d);
+    if (d > 1e-6 * std::max(1.0, std::fabs(static_cast<double>(b)))) same = false;
+  }
+  if (same) {
+    ++t.identical;
+  } else if (t.unexplained++ == 0) {
+    t.first = what;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("peers: llama.cpp's samplers", "[peers][llama_cpp]") {
+  const json f = load("llama_cpp.json");
+  std::vector<std::vector<float>> rows;
+  for (const auto& r : f["rows"]) rows.push_back(floats(r));
+  std::vector<std::vector<std::int32_t>> hist;
+  for (const auto& h : f["histories"]) hist.push_back(ints(h));
+  std::map<std::string, tally> table;
+  nc::workspace ws;
+  std::size_t index = 0;
+  for (const auto& c : f["cases"]) {
+    const std::string name = c["sampler"];
+    const auto& row = rows[c["row"].get<std::size_t>()];
+    const json& p = c["params"];
+    const std::string what = name + " case " + std::to_string(index++) + " " + p.dump();
+    tally& t = table[name];
+    ref::state s = ref::candidates(row);
+    const std::span<const float> r(row);
+    if (name == "top_k" || name == "top_p" || name == "min_p" || name == "typical" || name == "top_n_sigma" ||
+        name == "xtc") {
+      nc::distribution d;
+      double margin = ref::inf;
+      std::set<std::int32_t> exact;
+      if (name == "top_k") {
+        d = nc::top_k(p["k"].get<int>())(r, ws);
+        ref::apply_top_k(s, p["k"].get<int>());
+        exact = ref_set(s);
+      } else if (name == "top_p") {
+        d = nc::top_p(p["p"].get<float>())(r, ws);
+        ref::apply_top_p(s, static_cast<double>(p["p"].get<float>()), nullptr);
+        margin = s.ambiguous ? 0.0 : ref::inf;
+        exact = ref_set(s);
+      } else if (name == "min_p") {
+        d = nc::min_p(p["p"].get<float>())(r, ws);
+        ref::apply_min_p(s, static_cast<double>(p["p"].get<float>()), nullptr);
+        margin = s.ambiguous ? 0.0 : ref::inf;
+        exact = ref_set(s);
+      } else if (name == "typical") {
+        d = nc::typical(p["p"].get<float>())(r, ws);
+        const auto cut = ref::typical(s, static_cast<double>(p["p"].get<float>()));
+        margin = cut.margin;
+        exact = ref_set(cut.s);
+      } else if (name == "top_n_sigma") {
+        d = nc::top_n_sigma(p["n"].get<float>())(r, ws);
+        const auto cut = ref::top_n_sigma(s, static_cast<double>(p["n"].get<float>()));
+        margin = cut.margin;
+        exact = ref_set(cut.s);
+      } else {
+        const float prob = p["probability"].get<float>(), thr = p["threshold"].get<float>();
+        d = nc::xtc(prob, thr)(r, ws, nc::draw_key{0, 0});  // probability 0 or 1: the coin is moot
+        const auto cut = ref::xtc(s, static_cast<double>(prob), static_cast<double>(thr), 0.0);
+        margin = cut.margin;
+        exact = ref_set(cut.s);
+      }
+      const auto lib = lib_set(d);
+      classify(t, what, peer_set(c), lib, exact, margin, row);
+      if (peer_set(c) == lib && c.contains("probs") && !c["probs"].is_null()) compare_probs(t, c, d);
+    } else if (name == "temp" || name == "temp_ext") {
+      const float temp = p["temp"].get<float>();
+      const nc::distribution d =
+          name == "temp" ? nc::temperature(std::max(temp, 0.0f))(r, ws)
+                         : nc::dynamic_temperature(std::max(temp, 0.0f), p["delta"].get<float>(),
+                                                   p["exponent"].get<float>())(r, ws);
+      std::set<std::int32_t> exact = ref_set(s);
+      if (temp <= 0.0f) {
+        ref::apply_temperature(s, 0.0);
+        exact = ref_set(s);
+      }
+      const auto lib = lib_set(d);
+      classify(t, what, peer_set(c), lib, exact, ref::inf, row);
+      if (peer_set(c) == lib) compare_probs(t, c, d);
+    } else if (name == "penalties" || name == "logit_bias" || name == "dry") {
+      nc::sampling_params sp;
+      sp.temperature = 1.0f;
+      std::vector<std::int32_t> h = c["history"].is_null() ? std::vector<std::int32_t>{}
+                                                            : hist[c["history"].get<std::size_t>()];
+      if (name == "penalties") {
+        sp.penalty_last_n = p["penalty_last_n"].get<int>();
+        sp.repetition_penalty = p["penalty_repeat"].get<float>();
+        sp.frequency_penalty = p["penalty_freq"].get<float>();
+        sp.presence_penalty = p["penalty_present"].get<float>();
+      } else if (name == "logit_bias") {
+        for (const auto& b : p["logit_bias"]) {
+          const int id = b[0].get<int>();
+          if (id >= 0 && static_cast<std::size_t>(id) < row.size()) sp.logit_bias.push_back({id, num(b[1])});
+        }
+      } else {
+        sp.dry_multiplier = p["dry_multiplier"].get<float>();
+        sp.dry_base = p["dry_base"].get<float>();
+        sp.dry_allowed_length = p["dry_allowed_length"].get<int>();
+        sp.dry_penalty_last_n = p["dry_penalty_last_n"].get<int>();
+        if (c.contains("breakers_tokens"))
+          for (const auto& b : c["breakers_tokens"]) sp.dry_sequence_breakers.push_back(ints(b));
+      }
+      // llama.cpp ignores logit_bias entries outside the vocabulary; nucleus would reject the row.
+      nc::detail::processors procs(sp, nc::engine_order::llama_cpp);
+      const nc::row_request rq{{}, h, {}, 0};
+      if (!procs.fits(row.size(), rq)) {
+        ++t.cases;
+        ++t.unexplained;
+        if (t.first.empty()) t.first = what + ": history does not fit the row";
+        continue;
+      }
+      const float* got = procs.active(rq) ? procs.apply(r, ws, rq) : row.data();
+      compare_row(t, what, c, got, row.size());
+    } else if (name == "mirostat" || name == "mirostat_v2") {
+      const float tau = p["tau"].get<float>(), eta = p["eta"].get<float>();
+      float mu = c["mu_in"].get<float>();
+      nc::row_state st(r, ws);
+      if (name == "mirostat") {
+        REQUIRE(p["n_vocab"].get<std::size_t>() == row.size());
+        nc::mirostat(tau, eta, mu, p["m"].get<int>()).truncate(st);
+      } else {
+        nc::mirostat_v2(tau, eta, mu).truncate(st);
+      }
+      const nc::distribution d = nc::materialize(st);
+      const auto lib = lib_set(d);
+      std::set<std::int32_t> exact = lib;  // the exact truncation
+      double margin = ref::inf;
+      if (name == "mirostat_v2") {
+        const auto cut = ref::mirostat_v2(s, static_cast<double>(c["mu_in"].get<float>()));
+        exact = ref_set(cut.s);
+        margin = cut.margin;
+      }
+      classify(t, what, peer_set(c), lib, exact, margin, row);
+      // mu's update for the token the peer drew, with nucleus's probability of it.
+      const std::int32_t sel = c["selected_id"].get<std::int32_t>();
+      for (std::size_t i = 0; i < d.size(); ++i)
+        if (d.ids()[i] == sel) {
+          const double want = ref::mirostat_update(c["mu_in"].get<float>(), tau, eta, d.probs()[i]);
+          t.max_logit_diff = std::max(t.max_logit_diff, std::fabs(want - c["mu_out"].get<double>()));
+        }
+      if (peer_set(c) == lib) compare_probs(t, c, d);
+    }
+  }
+  print("llama.cpp", table);
+  for (const auto& [name, t] : table) {
+    INFO(name << ": " << t.first);
+    CHECK(t.unexplained == 0);
+    CHECK(t.max_prob_diff < 1e-5);
+  }
+  CHECK(table["mirostat"].max_logit_diff < 1e-4);     // mu
+  CHECK(table["mirostat_v2"].max_logit_diff < 1e-4);  // mu
+}
+
+TEST_CASE("peers: Hugging Face's logits processors", "[peers][hf]") {
+  const json f = load("hf.json");
+  std::vector<std::vector<float>> rows;
+  for (const auto& r : f["rows"]) rows.push_back(floats(r));
+  std::vector<std::vector<std::int32_t>> hist;
+  for (const auto& h : f["histories"]) hist.push_back(ints(h));
+  std::map<std::string, tally> table;
+  nc::workspace ws;
+  std::size_t index = 0;
+  for (const auto& c : f["cases"]) {
+    const std::string name = c["sampler"];
+    const auto& row = rows[c["row"].get<std::size_t>()];
+    const json& p = c["params"];
+    const std::string what = name + " case " + std::to_string(index++) + " " + p.dump();
+    tally& t = table[name];
+    ref::state s = ref::candidates(row);
+    const std::span<const float> r(row);
+    if (name == "repetition_penalty" || name == "no_repeat_ngram") {
+      nc::sampling_params sp;
+      if (name == "repetition_penalty") sp.repetition_penalty = p["penalty"].get<float>();
+      if (name == "no_repeat_ngram") sp.no_repeat_ngram_size = p["ngram_size"].get<int>();
+      const auto h = hist[c["history"].get<std::size_t>()];
+      nc::detail::processors procs(sp, nc::engine_order::hf);
+      const nc::row_request rq{h, {}, {}, 0};
+      const float* got = procs.active(rq) ? procs.apply(r, ws, rq) : row.data();
+      if (name == "no_repeat_ngram") {
+        std::set<std::int32_t> lib;
+        for (std::size_t i = 0; i < row.size(); ++i)
+          if (got[i] > -ref::inf) lib.insert(static_cast<std::int32_t>(i));
+        classify(t, what, peer_set(c), lib, lib, ref::inf, row);
+      } else {
+        compare_row(t, what, c, got, row.size());
+      }
+      continue;
+    }
+    nc::distribution d;
+    double margin = ref::inf;
+    std::set<std::int32_t> exact;
+    if (name == "temperature") {
+      d = nc::temperature(p["temperature"].get<float>())(r, ws);
+      exact = ref_set(s);
+    } else if (name == "top_k") {
+      d = nc::top_k(p["top_k"].get<int>(), nc::ties::keep)(r, ws);
+      ref::apply_top_k_ties(s, p["top_k"].get<int>());
+      exact = ref_set(s);
+    } else if (name == "top_p") {
+      d = nc::top_p(p["top_p"].get<float>())(r, ws);
+      ref::apply_top_p(s, static_cast<double>(p["top_p"].get<float>()), nullptr);
+      margin = s.ambiguous ? 0.0 : ref::inf;
+      exact = ref_set(s);
+    } else if (name == "min_p") {
+      d = nc::min_p(p["min_p"].get<float>())(r, ws);
+      ref::apply_min_p(s, static_cast<double>(p["min_p"].get<float>()), nullptr);
+      margin = s.ambiguous ? 0.0 : ref::inf;
+      exact = ref_set(s);
+    } else if (name == "typical") {
+      d = nc::typical(p["mass"].get<float>())(r, ws);
+      const auto cut = ref::typical(s, static_cast<double>(p["mass"].get<float>()));
+      margin = cut.margin;
+      exact = ref_set(cut.s);
+    } else if (name == "epsilon") {
+      d = nc::epsilon_cutoff(p["epsilon"].get<float>())(r, ws);
+      const auto cut = ref::epsilon_cutoff(s, static_cast<double>(p["epsilon"].get<float>()));
+      margin = cut.margin;
+      exact = ref_set(cut.s);
+    } else if (name == "eta") {
+      d = nc::eta_cutoff(p["epsilon"].get<float>())(r, ws);
+      const auto cut = ref::eta_cutoff(s, static_cast<double>(p["epsilon"].get<float>()));
+      margin = cut.margin;
+      exact = ref_set(cut.s);
+    } else {
+      FAIL("unknown sampler " << name);
+    }
+    const auto lib = lib_set(d);
+    classify(t, what, peer_set(c), lib, exact, margin, row);
+    if (peer_set(c) == lib) compare_probs(t, c, d);
+  }
+  print("Hugging Face", table);
+  for (const auto& [name, t] : table) {
+    INFO(name << ": " << t.first);
+    CHECK(t.unexplained == 0);
+    CHECK(t.max_prob_diff < 1e-5);
+  }
+}
