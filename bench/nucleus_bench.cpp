@@ -84,6 +84,34 @@ void BM_flat_topp_chain(benchmark::State& state) {
   bench_draw(state, nb::row_floor::exp, nc::temperature(2.0f) | nc::top_p(0.9f) | nc::categorical());
 }
 
+// The samplers beyond top-k / top-p / min-p, each alone before the draw, at the knobs engines default to.
+void BM_typical_chain(benchmark::State& state) {
+  bench_draw(state, nb::row_floor::memory, nc::typical(0.9f) | nc::categorical());
+}
+void BM_top_n_sigma_chain(benchmark::State& state) {
+  bench_draw(state, nb::row_floor::memory, nc::top_n_sigma(1.0f) | nc::categorical());
+}
+void BM_xtc_chain(benchmark::State& state) {
+  bench_draw(state, nb::row_floor::memory, nc::xtc(1.0f, 0.1f) | nc::categorical());
+}
+void BM_epsilon_chain(benchmark::State& state) {
+  bench_draw(state, nb::row_floor::memory, nc::epsilon_cutoff(3e-4f) | nc::categorical());
+}
+void BM_eta_chain(benchmark::State& state) {
+  bench_draw(state, nb::row_floor::memory, nc::eta_cutoff(3e-4f) | nc::categorical());
+}
+void BM_dynatemp_chain(benchmark::State& state) {
+  bench_draw(state, nb::row_floor::memory, nc::dynamic_temperature(0.8f, 0.5f, 1.0f) | nc::categorical());
+}
+void BM_mirostat_v2(benchmark::State& state) {
+  float mu = nc::mirostat_initial_mu(5.0f);
+  bench_draw(state, nb::row_floor::memory, nc::mirostat_v2(5.0f, 0.1f, mu));
+}
+void BM_mirostat_v1(benchmark::State& state) {
+  float mu = nc::mirostat_initial_mu(5.0f);
+  bench_draw(state, nb::row_floor::memory, nc::mirostat(5.0f, 0.1f, mu));
+}
+
 void BM_top_logprobs(benchmark::State& state) {
   const auto vocab = static_cast<std::size_t>(state.range(0));
   const std::span<const float> x = nb::peaky_logits(vocab);
@@ -106,6 +134,14 @@ void register_chains() {
       {"BM_minp_chain", BM_minp_chain},
       {"BM_flat_topp_chain", BM_flat_topp_chain},
       {"BM_top_logprobs", BM_top_logprobs},
+      {"BM_typical_chain", BM_typical_chain},
+      {"BM_top_n_sigma_chain", BM_top_n_sigma_chain},
+      {"BM_xtc_chain", BM_xtc_chain},
+      {"BM_epsilon_chain", BM_epsilon_chain},
+      {"BM_eta_chain", BM_eta_chain},
+      {"BM_dynatemp_chain", BM_dynatemp_chain},
+      {"BM_mirostat_v2", BM_mirostat_v2},
+      {"BM_mirostat_v1", BM_mirostat_v1},
   };
   for (const auto& [name, fn] : benches) nb::register_per_target(name, fn);
 }

@@ -34,6 +34,17 @@ std::vector<request> make_requests(std::size_t n, std::size_t V, ref::rng& g) {
     p.logprobs_mode = g.below(2) ? nc::logprob_mode::raw : nc::logprob_mode::processed;
     const auto order = static_cast<nc::engine_order>(g.below(4));
     if (order != nc::engine_order::hf) p.frequency_penalty = g.below(2) ? 0.0f : 0.4f;
+    // The samplers only some engines have, where the order has them (else the preset rejects them).
+    const bool llama_like = order == nc::engine_order::nucleus || order == nc::engine_order::llama_cpp;
+    const bool hf_like = order == nc::engine_order::nucleus || order == nc::engine_order::hf;
+    if (order != nc::engine_order::vllm && g.below(3) == 0) p.typical_p = 0.9f;
+    if (llama_like && g.below(3) == 0) p.top_n_sigma = 1.5f;
+    if (llama_like && g.below(3) == 0) p.xtc_probability = 0.5f;
+    if (llama_like && g.below(3) == 0) p.dynatemp_range = 0.3f;
+    if (llama_like && g.below(3) == 0) p.dry_multiplier = 0.8f;
+    if (hf_like && g.below(3) == 0) p.epsilon_cutoff = 3e-4f;
+    if (hf_like && g.below(3) == 0) p.eta_cutoff = 1e-3f;
+    if (hf_like && g.below(3) == 0) p.no_repeat_ngram_size = 2;
     if (g.below(4) == 0) p.logit_bias = {{static_cast<std::int32_t>(g.below(V)), 5.0f}};
     request r{nc::sampler(p, order), {}, {}, {}, g.below(1000)};
     for (std::size_t t = 0; t < 20; ++t) r.prompt.push_back(static_cast<std::int32_t>(g.below(V)));

@@ -2,7 +2,7 @@
 // through core chains, the ops and the engine sampler, under the ISA an input byte picks.
 //
 // Input: isa, dtype, mode (core chain or engine order), a 2-byte row length V, V value tags, then the
-// parameters. Past the end every read gives zeros. Checked: a status-ok token is in [0, V), is a
+// parameters (every stage, mirostat with its caller-owned mu, and every engine field). Past the end every read gives zeros. Checked: a status-ok token is in [0, V), is a
 // candidate (never NaN or -inf) and respects the request's bitmask, bans and allowed list; no logprob
 // is NaN or positive; every probability the library returns is finite and they sum to 1 within 1e-5;
 // results are bit-identical under the scalar target and under repetition.
@@ -201,7 +201,7 @@ void core_chain(input& in, std::span<const T> row, std::span<const float> wide, 
   };
 
   try {
-    switch (shape % 14) {
+    switch (shape % 24) {
       case 0:
         return greedy(nc::argmax());
       case 1:
@@ -228,6 +228,44 @@ void core_chain(input& in, std::span<const T> row, std::span<const float> wide, 
         return process(nc::temperature(t) | nc::min_p(m) | nc::top_k(k, tie));
       case 12:
         return process(nc::temperature(t) | nc::top_p(p) | nc::min_p(m));
+      case 14:
+        return draw(nc::typical(p) | nc::categorical());
+      case 15:
+        return draw(nc::top_n_sigma(t - 1.0f) | nc::categorical());
+      case 16:
+        return draw(nc::xtc(p, m) | nc::categorical());
+      case 17:
+        return draw(nc::epsilon_cutoff(m) | nc::categorical());
+      case 18:
+        return draw(nc::eta_cutoff(m) | nc::categorical());
+      case 19:
+        return draw(nc::dynamic_temperature(t, p - 0.5f, m * 4.0f) | nc::categorical());
+      case 20:
+      case 21: {
+        // mu is request state: each run starts from the same value, so the targets can be compared.
+        const float mu0 = t * 10.0f;
+        float mu = mu0;
+        const bool v1 = shape % 24 == 20;
+        const auto run = [&] {
+          mu = mu0;
+          return v1 ? nc::mirostat(p * 10.0f, m, mu, 1 + k % 128)(row, ws, key)
+                    : nc::mirostat_v2(p * 10.0f, m, mu)(row, ws, key);
+        };
+        const nc::sample_result r = run();
+        if (r.status == nc::status::ok) {
+          check(r.token >= 0 && static_cast<std::size_t>(r.token) < v);
+          check(is_candidate(wide[r.token]));
+          check_logprob(r.logprob);
+          check(!std::isnan(mu));
+        }
+        across_targets(chosen, run, same_result);
+        return;
+      }
+      case 22:
+        return process(nc::top_n_sigma(t) | nc::typical(p) | nc::eta_cutoff(m) | nc::epsilon_cutoff(m * 0.01f));
+      case 23:
+        return draw(nc::top_n_sigma(t) | nc::top_k(k, tie) | nc::typical(p) | nc::top_p(p) | nc::min_p(m) |
+                    nc::xtc(m, p * 0.5f) | nc::dynamic_temperature(t, m, p) | nc::categorical());
       case 13: {
         std::vector<float> out(v);
         const nc::status s = nc::log_softmax(row, std::span<float>(out));
@@ -284,6 +322,25 @@ void engine(input& in, std::span<const T> row, std::span<const float> wide, nc::
   sp.logprobs = static_cast<int>(in.byte() % 72) - 2;
   sp.logprobs_mode = in.flag() ? nc::logprob_mode::processed : nc::logprob_mode::raw;
   const std::vector<std::int32_t> prompt = ids(in, 16), output = ids(in, 16);
+  if (in.byte() & 1) {  // the samplers only some engines have (a zero byte leaves them off)
+    sp.typical_p = param(in);
+    sp.top_n_sigma = param(in) * 4.0f - 1.0f;
+    sp.xtc_probability = param(in);
+    sp.xtc_threshold = param(in);
+    sp.epsilon_cutoff = param(in) * 0.1f;
+    sp.eta_cutoff = param(in) * 0.1f;
+    sp.dynatemp_range = param(in) - 0.5f;
+    sp.dynatemp_exponent = param(in) * 2.0f;
+    sp.mirostat = in.byte() % 3;
+    sp.mirostat_tau = param(in) * 8.0f;
+    sp.mirostat_eta = param(in);
+    sp.dry_multiplier = param(in);
+    sp.dry_base = 1.0f + param(in);
+    sp.dry_allowed_length = in.byte() % 5;
+    sp.dry_penalty_last_n = static_cast<std::int8_t>(in.byte());
+    for (std::size_t n = in.byte() % 4; n > 0; --n) sp.dry_sequence_breakers.push_back(ids(in, 3));
+    sp.no_repeat_ngram_size = in.byte() % 5;
+  }
   std::vector<std::uint32_t> bitmask;
   if (const std::uint8_t b = in.byte(); b & 1) {
     const std::size_t words = (b & 2) ? (v + 31) / 32 : in.byte() % 72;
@@ -297,11 +354,16 @@ void engine(input& in, std::span<const T> row, std::span<const float> wide, nc::
     return;  // a bad parameter: refused when the sampler is built
   }
   const nc::sampler& s = *made;
-  const nc::row_request rq{.prompt = prompt, .output = output, .bitmask = bitmask};
+  const float mu0 = nc::mirostat_initial_mu(sp.mirostat_tau);
+  float mu = mu0;
+  const nc::row_request rq{.prompt = prompt, .output = output, .bitmask = bitmask, .mirostat_mu = &mu};
   static nc::workspace ws;  // reused across runs, as an engine reuses a slot's workspace
   std::vector<nc::token_logprob> top(s.top_n());
 
-  const auto run = [&] { return s.sample(row, ws, rq, top); };
+  const auto run = [&] {
+    mu = mu0;  // request state: every run starts from the same mu
+    return s.sample(row, ws, rq, top);
+  };
   const nc::row_result r = run();
   if (r.status == nc::status::ok) {
     check(r.token >= 0 && static_cast<std::size_t>(r.token) < v);
@@ -332,6 +394,7 @@ void engine(input& in, std::span<const T> row, std::span<const float> wide, nc::
   for (std::size_t i = 0; i < r.top_count; ++i)
     check(top[i].token == first[i].token && to_bits(top[i].logprob) == to_bits(first[i].logprob));
 
+  mu = mu0;
   check_distribution(s.process(row, ws, rq), v, {});
 }
 

@@ -6,6 +6,7 @@
 
 #include <nucleus/engine.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -54,7 +55,13 @@ std::vector<std::int32_t> ints(const json& a) {
 }
 
 struct tally {
-  std::size_t cases = 0, identical = 0, ties = 0, rounding = 0, unexplained = 0;
+  // identical; tie order: the same values, other tied ids; ties kept: the peer also keeps every token
+  // tied with its cut; min_keep: the peer's min_keep > 1 (nucleus keeps at least one, no knob) kept
+  // more; peer NaN: llama.cpp's typical takes 0 * log 0 on a -inf entry; peer rounding: nucleus equals
+  // the exact double answer and the peer's float arithmetic does not; definition: the peer counts
+  // differently, and each side equals the exact answer under its own definition.
+  std::size_t cases = 0, identical = 0, ties = 0, ties_kept = 0, min_keep = 0, peer_nan = 0, rounding = 0,
+              definition = 0, unexplained = 0;
   double max_prob_diff = 0.0, max_logit_diff = 0.0;
   std::string first;
 };
@@ -88,16 +95,51 @@ bool only_ties(const std::set<std::int32_t>& a, const std::set<std::int32_t>& b,
   return va == vb;
 }
 
-void classify(tally& t, const std::string& what, const std::set<std::int32_t>& peer,
+bool subset(const std::set<std::int32_t>& a, const std::set<std::int32_t>& b) {
+  return std::includes(b.begin(), b.end(), a.begin(), a.end());
+}
+
+int min_keep_of(const json& params) {
+  for (const char* k : {"min_keep", "min_tokens_to_keep"})
+    if (params.contains(k)) return params[k].get<int>();
+  return 1;
+}
+
+void classify(tally& t, const std::string& what, const json& c, const std::set<std::int32_t>& peer,
               const std::set<std::int32_t>& lib, const std::set<std::int32_t>& exact, double margin,
               const std::vector<float>& row) {
   ++t.cases;
+  if (peer != lib && std::getenv("NUCLEUS_PEER_VERBOSE")) {
+    std::cout << what << ": peer " << peer.size() << ", nucleus " << lib.size() << ", exact " << exact.size()
+              << "; only peer:";
+    for (auto id : peer)
+      if (!lib.count(id)) std::cout << " " << id << "=" << row[static_cast<std::size_t>(id)];
+    std::cout << "; only nucleus:";
+    for (auto id : lib)
+      if (!peer.count(id)) std::cout << " " << id << "=" << row[static_cast<std::size_t>(id)];
+    std::cout << "\n";
+  }
+  const std::string sampler = c["sampler"];
+  bool extras_tied = subset(lib, peer) && lib != peer;
+  if (extras_tied) {
+    std::set<float> kept;
+    for (auto id : lib) kept.insert(row[static_cast<std::size_t>(id)]);
+    for (auto id : peer)
+      if (!lib.count(id)) extras_tied = extras_tied && kept.count(row[static_cast<std::size_t>(id)]) == 1;
+  }
+  const bool has_neg_inf = std::any_of(row.begin(), row.end(), [](float x) { return x == -ref::inf; });
   if (peer == lib) {
     ++t.identical;
   } else if (only_ties(peer, lib, row)) {
     ++t.ties;
+  } else if (extras_tied && lib == exact) {
+    ++t.ties_kept;
+  } else if (min_keep_of(c["params"]) > 1 && subset(lib, peer) && lib == exact) {
+    ++t.min_keep;
+  } else if (sampler == "typical" && has_neg_inf && lib == exact && c.contains("sorted")) {
+    ++t.peer_nan;
   } else if (lib == exact || margin < ref::boundary_slack) {
-    ++t.rounding;  // the peer's float sums moved its cut; nucleus is the exact answer
+    ++t.rounding;
   } else {
     if (t.unexplained++ == 0)
       t.first = what + ": peer " + std::to_string(peer.size()) + " survivors, nucleus " + std::to_string(lib.size()) +
@@ -105,30 +147,49 @@ void classify(tally& t, const std::string& what, const std::set<std::int32_t>& p
   }
 }
 
-// Probabilities of the survivors: the peer's own when it computed them, else softmax of its logits.
-void compare_probs(tally& t, const json& c, const nc::distribution& d) {
+// The peer's distribution over its survivors (finite logits): its own p when it computed them (llama.cpp
+// computes them before it cuts, so they are renormalized here), else the softmax of its logits.
+std::map<std::int32_t, double> peer_probs(const json& c) {
   const auto ids = ints(c["ids"]);
   const auto lg = floats(c["logits"]);
-  std::vector<double> p(ids.size());
-  if (c.contains("probs") && !c["probs"].is_null()) {
-    const auto pp = floats(c["probs"]);
-    for (std::size_t i = 0; i < ids.size(); ++i) p[i] = pp[i];
-  } else {
-    double m = -ref::inf, z = 0.0;
-    for (float x : lg) m = std::max(m, static_cast<double>(x));
-    for (std::size_t i = 0; i < ids.size(); ++i) z += lg[i] > -ref::inf ? std::exp(lg[i] - m) : 0.0;
-    for (std::size_t i = 0; i < ids.size(); ++i) p[i] = lg[i] > -ref::inf ? std::exp(lg[i] - m) / z : 0.0;
+  std::vector<double> p(ids.size(), 0.0);
+  const bool own = c.contains("probs") && !c["probs"].is_null();
+  const auto pp = own ? floats(c["probs"]) : std::vector<float>{};
+  double m = -ref::inf;
+  for (float x : lg) m = std::max(m, static_cast<double>(x));
+  double z = 0.0;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (!(lg[i] > -ref::inf)) continue;
+    p[i] = own ? static_cast<double>(pp[i]) : std::exp(static_cast<double>(lg[i]) - m);
+    z += p[i];
   }
-  std::map<std::int32_t, double> lib;
-  for (std::size_t i = 0; i < d.size(); ++i) lib[d.ids()[i]] = d.probs()[i];
+  std::map<std::int32_t, double> out;
   for (std::size_t i = 0; i < ids.size(); ++i)
-    if (p[i] > 0.0 && lib.count(ids[i])) t.max_prob_diff = std::max(t.max_prob_diff, std::fabs(lib[ids[i]] - p[i]));
+    if (lg[i] > -ref::inf) out[ids[i]] = p[i] / z;
+  return out;
+}
+
+// The largest |p_nucleus - p_peer| over the survivors.
+double prob_diff(const json& c, const nc::distribution& d) {
+  const auto peer = peer_probs(c);
+  double worst = 0.0;
+  for (std::size_t i = 0; i < d.size(); ++i) {
+    const auto it = peer.find(d.ids()[i]);
+    worst = std::max(worst, std::fabs((it == peer.end() ? 0.0 : it->second) - static_cast<double>(d.probs()[i])));
+  }
+  return worst;
+}
+void compare_probs(tally& t, const json& c, const nc::distribution& d) {
+  t.max_prob_diff = std::max(t.max_prob_diff, prob_diff(c, d));
 }
 
 void print(const char* peer, const std::map<std::string, tally>& table) {
-  std::cout << "\n" << peer << " parity: sampler | cases | identical | tie order | peer rounding | unexplained | max |dp| | max |dlogit|\n";
+  std::cout << "\n" << peer
+            << " parity: sampler | cases | identical | tie order | ties kept | min_keep | peer NaN | peer rounding"
+               " | definition | unexplained | max |dp| | max |dlogit or dmu|\n";
   for (const auto& [name, t] : table)
-    std::cout << "  " << name << " | " << t.cases << " | " << t.identical << " | " << t.ties << " | " << t.rounding << " | "
+    std::cout << "  " << name << " | " << t.cases << " | " << t.identical << " | " << t.ties << " | " << t.ties_kept
+              << " | " << t.min_keep << " | " << t.peer_nan << " | " << t.rounding << " | " << t.definition << " | "
               << t.unexplained << " | " << t.max_prob_diff << " | " << t.max_logit_diff << "\n";
 }
 
@@ -142,7 +203,12 @@ void compare_row(tally& t, const std::string& what, const json& c, const float* 
     const auto id = static_cast<std::size_t>(ids[i]);
     if (id >= V) continue;
     const float a = got[id], b = lg[i];
-    if (a == b || (std::isinf(a) && a == b)) continue;
+    if (a == b) continue;
+    if (std::isinf(a) || std::isinf(b)) {  // an infinity matches only itself
+      same = false;
+      t.max_logit_diff = ref::inf;
+      continue;
+    }
     const double d = std::fabs(static_cast<double>(a) - static_cast<double>(b));
     t.max_logit_diff = std::max(t.max_logit_diff, d);
     if (d > 1e-6 * std::max(1.0, std::fabs(static_cast<double>(b)))) same = false;
@@ -210,7 +276,7 @@ TEST_CASE("peers: llama.cpp's samplers", "[peers][llama_cpp]") {
         exact = ref_set(cut.s);
       }
       const auto lib = lib_set(d);
-      classify(t, what, peer_set(c), lib, exact, margin, row);
+      classify(t, what, c, peer_set(c), lib, exact, margin, row);
       if (peer_set(c) == lib && c.contains("probs") && !c["probs"].is_null()) compare_probs(t, c, d);
     } else if (name == "temp" || name == "temp_ext") {
       const float temp = p["temp"].get<float>();
@@ -224,30 +290,68 @@ TEST_CASE("peers: llama.cpp's samplers", "[peers][llama_cpp]") {
         exact = ref_set(s);
       }
       const auto lib = lib_set(d);
-      classify(t, what, peer_set(c), lib, exact, ref::inf, row);
-      if (peer_set(c) == lib) compare_probs(t, c, d);
+      classify(t, what, c, peer_set(c), lib, exact, ref::inf, row);
+      if (peer_set(c) != lib) continue;
+      const double diff = prob_diff(c, d);
+      const float delta = name == "temp_ext" ? p["delta"].get<float>() : 0.0f;
+      if (diff >= 1e-5 && delta > 0.0f && temp > 0.0f) {
+        // llama.cpp's ln n counts every entry of its array, -inf ones too; nucleus counts candidates.
+        // Explained when the peer equals the exact answer under its own count, and nucleus under ours.
+        auto exact_probs = [&](std::size_t n) {
+          const double h = ref::entropy(ref::probabilities(s)) / std::log(static_cast<double>(n));
+          const double lo = std::max(0.0, static_cast<double>(temp) - delta), hi = static_cast<double>(temp) + delta;
+          ref::state st = s;
+          ref::apply_temperature(st, lo + (hi - lo) * std::pow(h, static_cast<double>(p["exponent"].get<float>())));
+          std::map<std::int32_t, double> out;
+          for (const auto& e : ref::finish(st).entries) out[e.id] = e.prob;
+          return out;
+        };
+        const auto theirs = exact_probs(row.size()), ours = exact_probs(s.c.size());
+        double peer_off = 0.0, lib_off = 0.0;
+        for (const auto& [id, q] : peer_probs(c)) peer_off = std::max(peer_off, std::fabs(q - theirs.at(id)));
+        for (std::size_t i = 0; i < d.size(); ++i)
+          lib_off = std::max(lib_off, std::fabs(static_cast<double>(d.probs()[i]) - ours.at(d.ids()[i])));
+        if (peer_off < 1e-5 && lib_off < 1e-5) {
+          --t.identical;
+          ++t.definition;
+          continue;
+        }
+      }
+      t.max_prob_diff = std::max(t.max_prob_diff, diff);
     } else if (name == "penalties" || name == "logit_bias" || name == "dry") {
       nc::sampling_params sp;
       sp.temperature = 1.0f;
       std::vector<std::int32_t> h = c["history"].is_null() ? std::vector<std::int32_t>{}
                                                             : hist[c["history"].get<std::size_t>()];
+      // llama.cpp's C API clamps a negative last_n to 0 (off); "-1 = the context" lives only in its
+      // common layer, which the llama_cpp preset follows (-1: all). The fixtures come from the C API.
       if (name == "penalties") {
-        sp.penalty_last_n = p["penalty_last_n"].get<int>();
+        sp.penalty_last_n = std::max(0, p["penalty_last_n"].get<int>());
         sp.repetition_penalty = p["penalty_repeat"].get<float>();
         sp.frequency_penalty = p["penalty_freq"].get<float>();
         sp.presence_penalty = p["penalty_present"].get<float>();
       } else if (name == "logit_bias") {
+        // A -inf bias bans the token in llama.cpp; nucleus takes finite biases only and says "ban"
+        // with banned_token_ids.
         for (const auto& b : p["logit_bias"]) {
           const int id = b[0].get<int>();
-          if (id >= 0 && static_cast<std::size_t>(id) < row.size()) sp.logit_bias.push_back({id, num(b[1])});
+          if (id < 0 || static_cast<std::size_t>(id) >= row.size()) continue;
+          if (num(b[1]) == -ref::inf) {
+            sp.banned_token_ids.push_back(id);
+          } else {
+            sp.logit_bias.push_back({id, num(b[1])});
+          }
         }
       } else {
         sp.dry_multiplier = p["dry_multiplier"].get<float>();
         sp.dry_base = p["dry_base"].get<float>();
         sp.dry_allowed_length = p["dry_allowed_length"].get<int>();
-        sp.dry_penalty_last_n = p["dry_penalty_last_n"].get<int>();
-        if (c.contains("breakers_tokens"))
-          for (const auto& b : c["breakers_tokens"]) sp.dry_sequence_breakers.push_back(ints(b));
+        sp.dry_penalty_last_n = std::max(0, p["dry_penalty_last_n"].get<int>());
+        // llama.cpp makes every token whose text contains a breaker string a one-token breaker; the
+        // recorder listed them from the vocabulary (every history id is below its id_limit).
+        const json& single = f["dry_vocab"]["single_token_breakers"];
+        for (const auto& str : p["seq_breakers"])
+          for (const auto& id : single[str.get<std::string>()]) sp.dry_sequence_breakers.push_back({id.get<std::int32_t>()});
       }
       // llama.cpp ignores logit_bias entries outside the vocabulary; nucleus would reject the row.
       nc::detail::processors procs(sp, nc::engine_order::llama_cpp);
@@ -279,7 +383,7 @@ TEST_CASE("peers: llama.cpp's samplers", "[peers][llama_cpp]") {
         exact = ref_set(cut.s);
         margin = cut.margin;
       }
-      classify(t, what, peer_set(c), lib, exact, margin, row);
+      classify(t, what, c, peer_set(c), lib, exact, margin, row);
       // mu's update for the token the peer drew, with nucleus's probability of it.
       const std::int32_t sel = c["selected_id"].get<std::int32_t>();
       for (std::size_t i = 0; i < d.size(); ++i)
@@ -329,7 +433,7 @@ TEST_CASE("peers: Hugging Face's logits processors", "[peers][hf]") {
         std::set<std::int32_t> lib;
         for (std::size_t i = 0; i < row.size(); ++i)
           if (got[i] > -ref::inf) lib.insert(static_cast<std::int32_t>(i));
-        classify(t, what, peer_set(c), lib, lib, ref::inf, row);
+        classify(t, what, c, peer_set(c), lib, lib, ref::inf, row);
       } else {
         compare_row(t, what, c, got, row.size());
       }
@@ -346,8 +450,11 @@ TEST_CASE("peers: Hugging Face's logits processors", "[peers][hf]") {
       ref::apply_top_k_ties(s, p["top_k"].get<int>());
       exact = ref_set(s);
     } else if (name == "top_p") {
-      d = nc::top_p(p["top_p"].get<float>())(r, ws);
-      ref::apply_top_p(s, static_cast<double>(p["top_p"].get<float>()), nullptr);
+      // HF accepts top_p = 0 and keeps its one min_tokens_to_keep token; nucleus requires p > 0, and
+      // its smallest p keeps exactly the rank-first token.
+      const float tp = std::max(p["top_p"].get<float>(), std::numeric_limits<float>::min());
+      d = nc::top_p(tp)(r, ws);
+      ref::apply_top_p(s, static_cast<double>(tp), nullptr);
       margin = s.ambiguous ? 0.0 : ref::inf;
       exact = ref_set(s);
     } else if (name == "min_p") {
@@ -374,7 +481,7 @@ TEST_CASE("peers: Hugging Face's logits processors", "[peers][hf]") {
       FAIL("unknown sampler " << name);
     }
     const auto lib = lib_set(d);
-    classify(t, what, peer_set(c), lib, exact, margin, row);
+    classify(t, what, c, peer_set(c), lib, exact, margin, row);
     if (peer_set(c) == lib) compare_probs(t, c, d);
   }
   print("Hugging Face", table);

@@ -15,7 +15,24 @@ TEST_CASE("dynamic_temperature: the distribution at the reference temperature", 
           [&](const ref::state& s, double t) {
             ref::cut c{s, std::numeric_limits<double>::infinity()};
             if (c.s.st != ref::status::ok || c.s.greedy) return c;
-            ref::apply_temperature(c.s, ref::dynamic_temperature(s, t, range, exponent));
+            // The library's rounding of T to float, and its rule that a T whose 1/T overflows float
+            // is greedy (docs/semantics.md, temperature).
+            // The library's weights are exp(y) in 2^-48 units (docs/semantics.md): when every other
+            // candidate weighs less than that, its entropy is exactly 0 and T = max(0, t - range).
+            bool only_max = true;
+            const double mx = ref::max_logit(s.c);
+            std::size_t at_max = 0;
+            for (const auto& e : s.c) {
+              at_max += e.x == mx;
+              only_max = only_max && (e.x == mx || std::exp((e.x - mx) / s.t) < 0x1p-48);
+            }
+            only_max = only_max && at_max == 1;
+            const auto dyn = static_cast<float>(only_max && range > 0.0f && s.c.size() > 1
+                                                    ? std::max(0.0, static_cast<double>(t) - range)
+                                                    : ref::dynamic_temperature(s, t, range, exponent));
+            const float inv = (1.0f / static_cast<float>(s.t)) * (1.0f / dyn);  // the row's 1/T product
+            const bool greedy = dyn == 0.0f || !(inv <= std::numeric_limits<float>::max());
+            ref::apply_temperature(c.s, greedy ? 0.0 : static_cast<double>(dyn));
             return c;
           },
           "dynamic_temperature");

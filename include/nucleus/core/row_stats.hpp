@@ -26,17 +26,20 @@ struct row_moments {
   double entropy() const noexcept { return std::log(z()) - mean_y; }
 };
 
-// One pass over the candidates. The weights are the draw's own (exp_scalar of the same float y).
+// Two passes over the candidates: their exp values into ws.probs (SIMD; left there for the caller),
+// then the integer sums. The weights are the draw's own (the same exp of the same float y).
 inline row_moments moments(row_state& s) noexcept {
   const float m = s.max_logit();
   const float inv = s.inv_temperature();
+  float* e = s.ws().probs.ensure(s.size());
+  s.visit([&](const auto* x) { exp_store(x, s.size(), m, inv, e); });
   wsum total = 0;
-  __int128 weighted = 0;  // sum of w * round(y * 2^40): |w| < 2^49, |y * 2^40| < 2^47
+  __int128 weighted = 0;  // sum of w * round(y * 2^40): |w| <= 2^48, |y * 2^40| < 2^47
   s.visit([&](const auto* x) {
     for (std::size_t i = 0; i < s.size(); ++i) {
-      const float y = scaled(to_float(x[i]), m, inv);
-      const std::uint64_t w = weight(exp_scalar(y));
+      const std::uint64_t w = weight(e[i]);
       if (w == 0) continue;
+      const float y = scaled(to_float(x[i]), m, inv);
       total += w;
       weighted += static_cast<__int128>(w) * std::llrint(std::ldexp(static_cast<double>(y), mean_fraction_bits));
     }
@@ -54,11 +57,14 @@ inline void keep_weight_at_least(row_state& s, double w_min) noexcept {
   const float m = s.max_logit();
   if (!s.live()) return;
   const float inv = s.inv_temperature();
+  float* e = s.ws().probs.ensure(s.size());
+  s.visit([&](const auto* x) { exp_store(x, s.size(), m, inv, e); });
   float cut = m;
   s.visit([&](const auto* x) {
     for (std::size_t i = 0; i < s.size(); ++i) {
       const float v = to_float(x[i]);
-      if (v < cut && static_cast<double>(weight(exp_scalar(scaled(v, m, inv)))) >= w_min) cut = v;
+      // (-inf and NaN are never candidates, even for a threshold of 0)
+      if (v < cut && v > -inf() && static_cast<double>(weight(e[i])) >= w_min) cut = v;
     }
   });
   s.keep_scaled_at_least(0.0f, 1.0f, cut);

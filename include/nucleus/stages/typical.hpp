@@ -16,8 +16,13 @@
 
 #include "nucleus/core/chain.hpp"
 #include "nucleus/core/row_stats.hpp"
+#include "nucleus/simd/targets.hpp"
 
 namespace nucleus {
+
+namespace detail {
+inline constexpr double typical_bins_per_unit = 32.0;  // histogram resolution in distance units (nats)
+}
 
 struct typical_stage : stage<typical_stage> {
   static constexpr stage_info info{.truncates = true, .needs_probs = true, .needs_max = true};
@@ -30,35 +35,63 @@ struct typical_stage : stage<typical_stage> {
     if (!s.live() || s.size() == 1) return;
     if (s.dense()) s.keep_scaled_at_least(0.0f, 1.0f, -std::numeric_limits<float>::max());
     const float inv = s.inv_temperature();
-    const detail::row_moments mo = detail::moments(s);
+    const detail::row_moments mo = detail::moments(s);  // leaves exp(y) in ws.probs
     const detail::wsum bound = detail::mass_bound(p, mo.total);
-
     const std::size_t n = s.size();
     const float* v = s.logits();
-    std::uint64_t* order = s.ws().keys.ensure(n);  // positions, ranked
-    for (std::size_t i = 0; i < n; ++i) order[i] = i;
-    auto dist = [&](std::uint64_t i) {
+    workspace& ws = s.ws();
+    const float* e = ws.probs.data();
+
+    // The ranking key, computed the same way wherever it is needed.
+    auto dist = [&](std::size_t i) {
       return std::fabs(static_cast<double>(detail::scaled(v[i], m, inv)) - mo.mean_y);
     };
-    std::sort(order, order + n, [&](std::uint64_t a, std::uint64_t b) {
+    constexpr std::uint32_t last = detail::hist_bins - 1;
+    auto bin = [&](std::size_t i) {
+      const double b = dist(i) * detail::typical_bins_per_unit;
+      return b < static_cast<double>(last) ? static_cast<std::uint32_t>(b) : last;
+    };
+    // Mass per distance bin; the cut falls in the first bin where the running mass reaches the bound.
+    detail::wsum* mass = ws.hist_mass.data();
+    std::fill(mass, mass + detail::hist_bins, detail::wsum{0});
+    for (std::size_t i = 0; i < n; ++i) mass[bin(i)] += detail::weight(e[i]);
+    detail::wsum before = 0;
+    std::uint32_t edge = 0;
+    while (edge < last && before + mass[edge] < bound) before += mass[edge++];
+    // Only the edge bin is sorted: distance, then the higher logit, then the lower id.
+    std::uint64_t* order = ws.keys.ensure(n);
+    std::size_t members = 0;
+    for (std::size_t i = 0; i < n; ++i)
+      if (bin(i) == edge) order[members++] = i;
+    std::sort(order, order + members, [&](std::uint64_t a, std::uint64_t b) {
       const double da = dist(a), db = dist(b);
       if (da != db) return da < db;
       if (v[a] != v[b]) return v[a] > v[b];
       return s.id(a) < s.id(b);
     });
-    detail::wsum before = 0;
-    std::size_t keep = 0;
-    while (keep < n && before < bound)
-      before += detail::weight(detail::exp_scalar(detail::scaled(v[order[keep++]], m, inv)));
-    // The kept positions in their original order (ascending id, or rank order after top_k).
-    std::sort(order, order + keep);
-    float* vals = s.ws().vals.data();
-    std::int32_t* ids = s.ws().ids.data();
-    for (std::size_t j = 0; j < keep; ++j) {  // in place: order[j] >= j
-      vals[j] = v[order[j]];
-      ids[j] = s.id(order[j]);
+    std::size_t take = 0;
+    while (take < members && before < bound) before += detail::weight(e[order[take++]]);
+    std::sort(order, order + take);  // the kept edge members, in position order
+    // Kept: every bin below the edge, and the first `take` of the edge bin. In place, in the
+    // candidates' order (ascending id, or rank order after top_k): the write index never passes i.
+    float* vals = ws.vals.data();
+    std::int32_t* ids = ws.ids.data();
+    std::size_t out = 0, next = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint32_t b = bin(i);
+      bool keep = b < edge;
+      if (b == edge && next < take && order[next] == i) {
+        keep = true;
+        ++next;
+      }
+      if (!keep) continue;
+      const float x = v[i];
+      const std::int32_t id = s.id(i);
+      vals[out] = x;
+      ids[out] = id;
+      ++out;
     }
-    s.assign(keep, s.sorted());
+    s.assign(out, s.sorted());
   }
 };
 

@@ -33,6 +33,7 @@ struct xtc_stage : stage<xtc_stage> {
     s.visit([&](const auto* x) {
       for (std::size_t i = 0; i < s.size(); ++i) {
         const float v = to_float(x[i]);
+        if (!(v > -detail::inf())) continue;  // not a candidate (-inf, NaN): never "above"
         if (static_cast<double>(detail::weight(detail::exp_scalar(detail::scaled(v, m, inv)))) >= w_min) {
           ++above;
           const std::uint64_t k = detail::rank_key(v, s.id(i));
