@@ -217,7 +217,21 @@ TEST_CASE("allocation: engine samplers and batches allocate nothing after a warm
   p.logprobs = 8;
   nc::sampling_params q = p;
   q.logprobs_mode = nc::logprob_mode::processed;
-  const nc::sampler samplers[] = {nc::presets::vllm(p), nc::presets::hf({}), nc::presets::llama_cpp(q),
+  // The samplers only some engines have: DRY and no-repeat-ngram read the history's sequence.
+  nc::sampling_params l = q;
+  l.typical_p = 0.9f;
+  l.top_n_sigma = 2.0f;
+  l.xtc_probability = 0.5f;
+  l.dynatemp_range = 0.3f;
+  l.dry_multiplier = 0.8f;
+  l.dry_sequence_breakers = {{7}, {8, 9}};
+  nc::sampling_params h;
+  h.typical_p = 0.95f;
+  h.epsilon_cutoff = 3e-4f;
+  h.eta_cutoff = 1e-3f;
+  h.no_repeat_ngram_size = 3;
+  h.repetition_penalty = 1.1f;
+  const nc::sampler samplers[] = {nc::presets::vllm(p), nc::presets::hf(h), nc::presets::llama_cpp(l),
                                   nc::sampler(q)};
   std::vector<std::int32_t> prompt(300), output(200);
   for (auto& t : prompt) t = static_cast<std::int32_t>(g.below(V));

@@ -78,7 +78,6 @@ class workspace {
   // between rows.
   detail::buffer<float> processed;
   detail::buffer<std::uint32_t> counts;
-  detail::buffer<std::int32_t> sequence;  // DRY's match lengths, one per history token
 };
 
 }  // namespace nucleus

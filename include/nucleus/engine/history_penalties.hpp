@@ -58,10 +58,10 @@ struct dry_params {
 
 // DRY: a token that would extend a repeat of length L >= allowed_length (the longest suffix of the
 // history that also occurs earlier, followed there by that token) loses multiplier * base^(L -
-// allowed_length) from its logit. `z` is scratch for h.size() ints; `best` is all zero on entry and
-// on exit (one per vocabulary token). edit(x, to) is the processors' safe write.
+// allowed_length) from its logit. `z` is scratch for h.size() entries; `best` is all zero on entry
+// and on exit (one per vocabulary token). edit(x, to) is the processors' safe write.
 template <class Edit>
-void apply_dry(const dry_params& p, const history& h, float* out, std::int32_t* z, std::uint32_t* best,
+void apply_dry(const dry_params& p, const history& h, float* out, std::uint64_t* z, std::uint32_t* best,
                Edit&& edit) {
   const std::size_t n = h.size();
   const auto allowed = static_cast<std::size_t>(p.allowed_length);
@@ -83,13 +83,13 @@ void apply_dry(const dry_params& p, const history& h, float* out, std::int32_t* 
   if (limit < allowed) return;
   // z[k]: the longest common prefix of the reversed history and its suffix from k (the Z-function),
   // i.e. how many tokens before position n-1-k match the tokens before the end.
-  z[0] = static_cast<std::int32_t>(n);
+  z[0] = n;
   std::size_t lt = 0, rt = 0;  // the rightmost match window [lt, rt)
   for (std::size_t k = 1; k < n; ++k) {
     std::size_t len = 0;
-    if (k < rt) len = std::min<std::size_t>(rt - k, static_cast<std::size_t>(z[k - lt]));
+    if (k < rt) len = std::min<std::size_t>(rt - k, z[k - lt]);
     while (k + len < n && h.back(len) == h.back(k + len)) ++len;
-    z[k] = static_cast<std::int32_t>(len);
+    z[k] = len;
     if (k + len > rt) {
       lt = k;
       rt = k + len;
@@ -98,7 +98,7 @@ void apply_dry(const dry_params& p, const history& h, float* out, std::int32_t* 
   // The token that followed each earlier occurrence would extend the repeat. best[t] holds the
   // longest such repeat plus one (0: none).
   for (std::size_t k = 1; k < n; ++k) {
-    const std::size_t len = std::min(static_cast<std::size_t>(z[k]), limit);
+    const std::size_t len = std::min(static_cast<std::size_t>(z[k]), limit);  // z[k] <= n
     if (len < allowed) continue;
     const std::int32_t t = h.back(k - 1);
     best[t] = std::max(best[t], static_cast<std::uint32_t>(len + 1));

@@ -81,7 +81,9 @@ class processors {
     if (repeats(rq) || counted(rq)) penalize(out, ws.counts.ensure_zeroed(v), rq);
     if (dries(rq)) {
       const history h = dry_history(rq);
-      apply_dry(dry_, h, out, ws.sequence.ensure(h.size()), ws.counts.ensure_zeroed(v), edit);
+      // The rank-key buffer is free while processors run and holds V entries (workspace::reserve),
+      // so histories up to V tokens need no allocation.
+      apply_dry(dry_, h, out, ws.keys.ensure(h.size()), ws.counts.ensure_zeroed(v), edit);
     }
     if (no_repeat_ > 0) apply_no_repeat_ngram(no_repeat_, ngram_history(rq), out);
     return out;
