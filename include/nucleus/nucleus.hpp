@@ -3,11 +3,11 @@
 
 #include "nucleus/core/chain.hpp"
 #include "nucleus/core/distribution.hpp"
-#include "nucleus/core/materialize.hpp"
-#include "nucleus/core/row_stats.hpp"
 #include "nucleus/core/draw_key.hpp"
+#include "nucleus/core/materialize.hpp"
 #include "nucleus/core/result.hpp"
 #include "nucleus/core/row_state.hpp"
+#include "nucleus/core/row_stats.hpp"
 #include "nucleus/core/workspace.hpp"
 #include "nucleus/ops/log_softmax.hpp"
 #include "nucleus/ops/top_logprobs.hpp"

@@ -17,7 +17,8 @@ namespace {
 // DRY by its definition, O(n^2): for each earlier position j, the longest run ending at j that equals
 // the run ending at the last token (capped by the most recent breaker); the token after j gets it.
 std::vector<float> dry_reference(std::vector<float> row, const std::vector<std::int32_t>& h, float mult,
-                                 float base, int allowed, const std::vector<std::vector<std::int32_t>>& breakers) {
+                                 float base, int allowed,
+                                 const std::vector<std::vector<std::int32_t>>& breakers) {
   const std::size_t n = h.size();
   if (n <= static_cast<std::size_t>(allowed)) return row;
   std::size_t limit = n;
@@ -44,14 +45,16 @@ std::vector<float> dry_reference(std::vector<float> row, const std::vector<std::
     auto [it, fresh] = longest.emplace(h[j + 1], len);
     if (!fresh) it->second = std::max(it->second, len);
   }
-  const int max_exp = base > 1.000001f ? static_cast<int>(88.7228391 / std::log(static_cast<double>(base))) : 0;
+  const int max_exp =
+      base > 1.000001f ? static_cast<int>(88.7228391 / std::log(static_cast<double>(base))) : 0;
   for (auto [t, len] : longest) {
     bool single = false;
     for (const auto& b : breakers) single = single || (b.size() == 1 && b[0] == t);
     if (single) continue;
     int e = static_cast<int>(len) - allowed;
     if (max_exp > 0 && e > max_exp) e = max_exp;
-    row[static_cast<std::size_t>(t)] -= static_cast<float>(static_cast<double>(mult) * std::pow(static_cast<double>(base), e));
+    row[static_cast<std::size_t>(t)] -=
+        static_cast<float>(static_cast<double>(mult) * std::pow(static_cast<double>(base), e));
   }
   return row;
 }
@@ -61,7 +64,8 @@ std::set<std::int32_t> no_repeat_reference(const std::vector<std::int32_t>& h, s
   if (size == 0 || h.size() + 1 < size) return banned;
   const std::vector<std::int32_t> tail(h.end() - static_cast<std::ptrdiff_t>(size - 1), h.end());
   for (std::size_t j = 0; j + size <= h.size(); ++j)
-    if (std::equal(tail.begin(), tail.end(), h.begin() + static_cast<std::ptrdiff_t>(j))) banned.insert(h[j + size - 1]);
+    if (std::equal(tail.begin(), tail.end(), h.begin() + static_cast<std::ptrdiff_t>(j)))
+      banned.insert(h[j + size - 1]);
   return banned;
 }
 
@@ -96,12 +100,15 @@ TEST_CASE("dry: penalties equal the brute-force definition", "[engine][dry]") {
     p.dry_allowed_length = static_cast<int>(g.below(4));
     if (g.below(2)) p.dry_sequence_breakers = {{static_cast<std::int32_t>(g.below(12))}};
     if (g.below(3) == 0)
-      p.dry_sequence_breakers.push_back({static_cast<std::int32_t>(g.below(12)), static_cast<std::int32_t>(g.below(12))});
+      p.dry_sequence_breakers.push_back(
+          {static_cast<std::int32_t>(g.below(12)), static_cast<std::int32_t>(g.below(12))});
     p.dry_penalty_last_n = g.below(3) == 0 ? static_cast<int>(1 + g.below(h.size())) : -1;
     const std::vector<std::int32_t> last(
-        h.end() - static_cast<std::ptrdiff_t>(p.dry_penalty_last_n < 0 ? h.size() : static_cast<std::size_t>(p.dry_penalty_last_n)),
+        h.end() - static_cast<std::ptrdiff_t>(
+                      p.dry_penalty_last_n < 0 ? h.size() : static_cast<std::size_t>(p.dry_penalty_last_n)),
         h.end());
-    const auto want = dry_reference(row, last, p.dry_multiplier, p.dry_base, p.dry_allowed_length, p.dry_sequence_breakers);
+    const auto want =
+        dry_reference(row, last, p.dry_multiplier, p.dry_base, p.dry_allowed_length, p.dry_sequence_breakers);
     p.temperature = 0.0f;  // only the processed row matters here
     const nc::sampler s(p, nc::engine_order::llama_cpp);
     const std::vector<std::int32_t> prompt(h.begin(), h.begin() + static_cast<std::ptrdiff_t>(split)),
@@ -164,10 +171,14 @@ TEST_CASE("engine params: the new fields are validated, naming the field", "[eng
       {"dry_allowed_length", [](auto& p) { p.dry_allowed_length = -1; }},
       {"dry_penalty_last_n", [](auto& p) { p.dry_penalty_last_n = -2; }},
       {"dry_sequence_breakers", [](auto& p) { p.dry_sequence_breakers = {{}}; }},
-      {"dry_sequence_breakers", [](auto& p) { p.dry_sequence_breakers = {{3, -1}}; }},
+      {"dry_sequence_breakers",
+       [](auto& p) {
+         p.dry_sequence_breakers = {{3, -1}};
+       }},
       {"no_repeat_ngram_size", [](auto& p) { p.no_repeat_ngram_size = -1; }},
   };
-  for (auto order : {nc::engine_order::nucleus, nc::engine_order::vllm, nc::engine_order::hf, nc::engine_order::llama_cpp}) {
+  for (auto order : {nc::engine_order::nucleus, nc::engine_order::vllm, nc::engine_order::hf,
+                     nc::engine_order::llama_cpp}) {
     for (const auto& [field, set] : bad) {
       INFO("order " << static_cast<int>(order) << " field " << field);
       nc::sampling_params p;
@@ -200,10 +211,18 @@ TEST_CASE("presets: each rejects the fields its engine has no stage for", "[engi
     nc::sampling_params p;
     f.set(p);
     CHECK_NOTHROW(nc::presets::nucleus(p));
-    if (f.vllm) CHECK_NOTHROW(nc::presets::vllm(p)); else CHECK_THROWS_WITH(nc::presets::vllm(p), Contains(f.name));
-    if (f.hf) CHECK_NOTHROW(nc::presets::hf(p)); else CHECK_THROWS_WITH(nc::presets::hf(p), Contains(f.name));
-    if (f.llama_cpp) CHECK_NOTHROW(nc::presets::llama_cpp(p));
-    else CHECK_THROWS_WITH(nc::presets::llama_cpp(p), Contains(f.name));
+    if (f.vllm)
+      CHECK_NOTHROW(nc::presets::vllm(p));
+    else
+      CHECK_THROWS_WITH(nc::presets::vllm(p), Contains(f.name));
+    if (f.hf)
+      CHECK_NOTHROW(nc::presets::hf(p));
+    else
+      CHECK_THROWS_WITH(nc::presets::hf(p), Contains(f.name));
+    if (f.llama_cpp)
+      CHECK_NOTHROW(nc::presets::llama_cpp(p));
+    else
+      CHECK_THROWS_WITH(nc::presets::llama_cpp(p), Contains(f.name));
   }
   // mirostat replaces the truncation stages; llama.cpp applies no penalty with it.
   nc::sampling_params p;
@@ -234,19 +253,20 @@ TEST_CASE("presets: the new stages run where the engine runs them", "[engine][or
     l.top_n_sigma = 1.5f;
     l.xtc_probability = 0.7f;
     l.dynatemp_range = 0.4f;
-    const auto lib = nucleus_cases::observe(nc::presets::llama_cpp(l).process(std::span<const float>(row), ws, rq));
-    const auto want = nucleus_cases::observe(
-        (nc::top_n_sigma(1.5f) | nc::top_k(p.top_k) | nc::typical(0.9f) | nc::top_p(0.95f) | nc::min_p(0.02f) |
-         nc::xtc(0.7f, 0.1f) | nc::dynamic_temperature(p.temperature, 0.4f, 1.0f))(row, ws2, key));
+    const auto lib =
+        nucleus_cases::observe(nc::presets::llama_cpp(l).process(std::span<const float>(row), ws, rq));
+    const auto want = nucleus_cases::observe((
+        nc::top_n_sigma(1.5f) | nc::top_k(p.top_k) | nc::typical(0.9f) | nc::top_p(0.95f) | nc::min_p(0.02f) |
+        nc::xtc(0.7f, 0.1f) | nc::dynamic_temperature(p.temperature, 0.4f, 1.0f))(row, ws2, key));
     CHECK(lib.ids == want.ids);
     CHECK(lib.probs == want.probs);
     nc::sampling_params h = p;
     h.epsilon_cutoff = 3e-4f;
     h.eta_cutoff = 1e-3f;
     const auto hl = nucleus_cases::observe(nc::presets::hf(h).process(std::span<const float>(row), ws, rq));
-    const auto hw = nucleus_cases::observe((nc::temperature(p.temperature) | nc::top_k(p.top_k, nc::ties::keep) |
-                                            nc::top_p(0.95f) | nc::min_p(0.02f) | nc::typical(0.9f) |
-                                            nc::epsilon_cutoff(3e-4f) | nc::eta_cutoff(1e-3f))(row, ws2));
+    const auto hw = nucleus_cases::observe(
+        (nc::temperature(p.temperature) | nc::top_k(p.top_k, nc::ties::keep) | nc::top_p(0.95f) |
+         nc::min_p(0.02f) | nc::typical(0.9f) | nc::epsilon_cutoff(3e-4f) | nc::eta_cutoff(1e-3f))(row, ws2));
     CHECK(hl.ids == hw.ids);
     CHECK(hl.probs == hw.probs);
   }

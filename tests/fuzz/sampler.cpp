@@ -2,10 +2,11 @@
 // through core chains, the ops and the engine sampler, under the ISA an input byte picks.
 //
 // Input: isa, dtype, mode (core chain or engine order), a 2-byte row length V, V value tags, then the
-// parameters (every stage, mirostat with its caller-owned mu, and every engine field). Past the end every read gives zeros. Checked: a status-ok token is in [0, V), is a
-// candidate (never NaN or -inf) and respects the request's bitmask, bans and allowed list; no logprob
-// is NaN or positive; every probability the library returns is finite and they sum to 1 within 1e-5;
-// results are bit-identical under the scalar target and under repetition.
+// parameters (every stage, mirostat with its caller-owned mu, and every engine field). Past the end every
+// read gives zeros. Checked: a status-ok token is in [0, V), is a candidate (never NaN or -inf) and respects
+// the request's bitmask, bans and allowed list; no logprob is NaN or positive; every probability the library
+// returns is finite and they sum to 1 within 1e-5; results are bit-identical under the scalar target and
+// under repetition.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -262,7 +263,8 @@ void core_chain(input& in, std::span<const T> row, std::span<const float> wide, 
         return;
       }
       case 22:
-        return process(nc::top_n_sigma(t) | nc::typical(p) | nc::eta_cutoff(m) | nc::epsilon_cutoff(m * 0.01f));
+        return process(nc::top_n_sigma(t) | nc::typical(p) | nc::eta_cutoff(m) |
+                       nc::epsilon_cutoff(m * 0.01f));
       case 23:
         return draw(nc::top_n_sigma(t) | nc::top_k(k, tie) | nc::typical(p) | nc::top_p(p) | nc::min_p(m) |
                     nc::xtc(m, p * 0.5f) | nc::dynamic_temperature(t, m, p) | nc::categorical());

@@ -87,7 +87,8 @@ std::set<std::int32_t> ref_set(const ref::state& s) {
 }
 
 // Sets that differ only among tokens tied in value with a token of the other set's boundary.
-bool only_ties(const std::set<std::int32_t>& a, const std::set<std::int32_t>& b, const std::vector<float>& row) {
+bool only_ties(const std::set<std::int32_t>& a, const std::set<std::int32_t>& b,
+               const std::vector<float>& row) {
   if (a.size() != b.size()) return false;
   std::multiset<float> va, vb;
   for (auto t : a) va.insert(row[static_cast<std::size_t>(t)]);
@@ -142,8 +143,8 @@ void classify(tally& t, const std::string& what, const json& c, const std::set<s
     ++t.rounding;
   } else {
     if (t.unexplained++ == 0)
-      t.first = what + ": peer " + std::to_string(peer.size()) + " survivors, nucleus " + std::to_string(lib.size()) +
-                ", exact " + std::to_string(exact.size());
+      t.first = what + ": peer " + std::to_string(peer.size()) + " survivors, nucleus " +
+                std::to_string(lib.size()) + ", exact " + std::to_string(exact.size());
   }
 }
 
@@ -175,7 +176,8 @@ double prob_diff(const json& c, const nc::distribution& d) {
   double worst = 0.0;
   for (std::size_t i = 0; i < d.size(); ++i) {
     const auto it = peer.find(d.ids()[i]);
-    worst = std::max(worst, std::fabs((it == peer.end() ? 0.0 : it->second) - static_cast<double>(d.probs()[i])));
+    worst =
+        std::max(worst, std::fabs((it == peer.end() ? 0.0 : it->second) - static_cast<double>(d.probs()[i])));
   }
   return worst;
 }
@@ -184,13 +186,16 @@ void compare_probs(tally& t, const json& c, const nc::distribution& d) {
 }
 
 void print(const char* peer, const std::map<std::string, tally>& table) {
-  std::cout << "\n" << peer
-            << " parity: sampler | cases | identical | tie order | ties kept | min_keep | peer NaN | peer rounding"
-               " | definition | unexplained | max |dp| | max |dlogit or dmu|\n";
+  std::cout
+      << "\n"
+      << peer
+      << " parity: sampler | cases | identical | tie order | ties kept | min_keep | peer NaN | peer rounding"
+         " | definition | unexplained | max |dp| | max |dlogit or dmu|\n";
   for (const auto& [name, t] : table)
-    std::cout << "  " << name << " | " << t.cases << " | " << t.identical << " | " << t.ties << " | " << t.ties_kept
-              << " | " << t.min_keep << " | " << t.peer_nan << " | " << t.rounding << " | " << t.definition << " | "
-              << t.unexplained << " | " << t.max_prob_diff << " | " << t.max_logit_diff << "\n";
+    std::cout << "  " << name << " | " << t.cases << " | " << t.identical << " | " << t.ties << " | "
+              << t.ties_kept << " | " << t.min_keep << " | " << t.peer_nan << " | " << t.rounding << " | "
+              << t.definition << " | " << t.unexplained << " | " << t.max_prob_diff << " | "
+              << t.max_logit_diff << "\n";
 }
 
 // A processed row (bias, penalties, DRY, no-repeat-ngram) against the peer's, token by token.
@@ -280,10 +285,10 @@ TEST_CASE("peers: llama.cpp's samplers", "[peers][llama_cpp]") {
       if (peer_set(c) == lib && c.contains("probs") && !c["probs"].is_null()) compare_probs(t, c, d);
     } else if (name == "temp" || name == "temp_ext") {
       const float temp = p["temp"].get<float>();
-      const nc::distribution d =
-          name == "temp" ? nc::temperature(std::max(temp, 0.0f))(r, ws)
-                         : nc::dynamic_temperature(std::max(temp, 0.0f), p["delta"].get<float>(),
-                                                   p["exponent"].get<float>())(r, ws);
+      const nc::distribution d = name == "temp"
+                                     ? nc::temperature(std::max(temp, 0.0f))(r, ws)
+                                     : nc::dynamic_temperature(std::max(temp, 0.0f), p["delta"].get<float>(),
+                                                               p["exponent"].get<float>())(r, ws);
       std::set<std::int32_t> exact = ref_set(s);
       if (temp <= 0.0f) {
         ref::apply_temperature(s, 0.0);
@@ -299,9 +304,11 @@ TEST_CASE("peers: llama.cpp's samplers", "[peers][llama_cpp]") {
         // Explained when the peer equals the exact answer under its own count, and nucleus under ours.
         auto exact_probs = [&](std::size_t n) {
           const double h = ref::entropy(ref::probabilities(s)) / std::log(static_cast<double>(n));
-          const double lo = std::max(0.0, static_cast<double>(temp) - delta), hi = static_cast<double>(temp) + delta;
+          const double lo = std::max(0.0, static_cast<double>(temp) - delta),
+                       hi = static_cast<double>(temp) + delta;
           ref::state st = s;
-          ref::apply_temperature(st, lo + (hi - lo) * std::pow(h, static_cast<double>(p["exponent"].get<float>())));
+          ref::apply_temperature(
+              st, lo + (hi - lo) * std::pow(h, static_cast<double>(p["exponent"].get<float>())));
           std::map<std::int32_t, double> out;
           for (const auto& e : ref::finish(st).entries) out[e.id] = e.prob;
           return out;
@@ -321,8 +328,8 @@ TEST_CASE("peers: llama.cpp's samplers", "[peers][llama_cpp]") {
     } else if (name == "penalties" || name == "logit_bias" || name == "dry") {
       nc::sampling_params sp;
       sp.temperature = 1.0f;
-      std::vector<std::int32_t> h = c["history"].is_null() ? std::vector<std::int32_t>{}
-                                                            : hist[c["history"].get<std::size_t>()];
+      std::vector<std::int32_t> h =
+          c["history"].is_null() ? std::vector<std::int32_t>{} : hist[c["history"].get<std::size_t>()];
       // llama.cpp's C API clamps a negative last_n to 0 (off); "-1 = the context" lives only in its
       // common layer, which the llama_cpp preset follows (-1: all). The fixtures come from the C API.
       if (name == "penalties") {
@@ -351,7 +358,8 @@ TEST_CASE("peers: llama.cpp's samplers", "[peers][llama_cpp]") {
         // recorder listed them from the vocabulary (every history id is below its id_limit).
         const json& single = f["dry_vocab"]["single_token_breakers"];
         for (const auto& str : p["seq_breakers"])
-          for (const auto& id : single[str.get<std::string>()]) sp.dry_sequence_breakers.push_back({id.get<std::int32_t>()});
+          for (const auto& id : single[str.get<std::string>()])
+            sp.dry_sequence_breakers.push_back({id.get<std::int32_t>()});
       }
       // llama.cpp ignores logit_bias entries outside the vocabulary; nucleus would reject the row.
       nc::detail::processors procs(sp, nc::engine_order::llama_cpp);

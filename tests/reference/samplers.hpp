@@ -16,7 +16,7 @@
 namespace nucleus_ref {
 
 struct cut {
-  state s;                                              // the survivors (ascending id) and temperature
+  state s;                                                  // the survivors (ascending id) and temperature
   double margin = std::numeric_limits<double>::infinity();  // relative distance to the nearest boundary
 };
 
@@ -103,7 +103,8 @@ inline cut top_n_sigma(state s, double n) {
 // tokens have p >= threshold, all of those but the least likely (lowest logit, then highest id) go.
 inline cut xtc(state s, double probability, double threshold, double u) {
   cut r;
-  if (s.st != status::ok || s.greedy || probability <= 0.0 || threshold > 0.5 || s.c.size() < 2) return {s, r.margin};
+  if (s.st != status::ok || s.greedy || probability <= 0.0 || threshold > 0.5 || s.c.size() < 2)
+    return {s, r.margin};
   if (!(u < probability)) return {s, r.margin};
   const auto prob = probabilities(s);
   std::vector<std::size_t> above;
@@ -138,12 +139,14 @@ inline cut keep_probable(state s, double threshold) {
 }
 
 inline cut epsilon_cutoff(state s, double e) {
-  if (s.st != status::ok || s.greedy || e <= 0.0 || s.c.size() < 2) return {s, std::numeric_limits<double>::infinity()};
+  if (s.st != status::ok || s.greedy || e <= 0.0 || s.c.size() < 2)
+    return {s, std::numeric_limits<double>::infinity()};
   return keep_probable(std::move(s), e);
 }
 
 inline cut eta_cutoff(state s, double eta) {
-  if (s.st != status::ok || s.greedy || eta <= 0.0 || s.c.size() < 2) return {s, std::numeric_limits<double>::infinity()};
+  if (s.st != status::ok || s.greedy || eta <= 0.0 || s.c.size() < 2)
+    return {s, std::numeric_limits<double>::infinity()};
   const double h = entropy(probabilities(s));
   return keep_probable(std::move(s), std::min(eta, std::sqrt(eta) * std::exp(-h)));
 }
@@ -200,7 +203,8 @@ inline double mirostat_update(double mu, double tau, double eta, double p) {
 // Empty when the library's distribution `o` is the reference cut's; else what differs. A cut whose
 // margin is under boundary_slack may go either way on the close tokens: then only the status is
 // checked and `ambiguous` counts it.
-inline std::string check_cut(const observed& o, const cut& c, const std::string& what, int* ambiguous = nullptr) {
+inline std::string check_cut(const observed& o, const cut& c, const std::string& what,
+                             int* ambiguous = nullptr) {
   const distribution d = finish(c.s);
   if (o.st != d.st) return what + ": status " + to_string(o.st) + ", reference " + to_string(d.st);
   if (d.st != status::ok) return {};
@@ -214,8 +218,8 @@ inline std::string check_cut(const observed& o, const cut& c, const std::string&
       if (ambiguous) ++*ambiguous;
       return {};
     }
-    return what + ": " + std::to_string(got.size()) + " survivors, reference " + std::to_string(d.entries.size()) +
-           " (margin " + std::to_string(c.margin) + ")";
+    return what + ": " + std::to_string(got.size()) + " survivors, reference " +
+           std::to_string(d.entries.size()) + " (margin " + std::to_string(c.margin) + ")";
   }
   for (std::size_t i = 0; i < got.size(); ++i)
     if (!prob_close(got[i].second, d.entries[i].prob))

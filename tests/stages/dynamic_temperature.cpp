@@ -4,7 +4,8 @@
 namespace nc = nucleus;
 namespace ref = nucleus_ref;
 
-TEST_CASE("dynamic_temperature: the distribution at the reference temperature", "[stages][dynamic_temperature]") {
+TEST_CASE("dynamic_temperature: the distribution at the reference temperature",
+          "[stages][dynamic_temperature]") {
   for (float range : {0.0f, 0.5f, 1.0f}) {
     for (float exponent : {0.5f, 1.0f, 2.0f}) {
       nucleus_cases::sweep_stage(

@@ -26,16 +26,18 @@ TEST_CASE("mirostat_v1: it keeps the reference's top k", "[stages][mirostat]") {
       if (s.st != ref::status::ok || s.c.size() < 2) continue;
       const double k = ref::mirostat_k(s, mu, 100, r.V);
       if (std::isfinite(k) && std::fabs(k - std::round(k)) < 1e-6 * std::max(1.0, k)) continue;  // razor
-      std::size_t want = !(k < static_cast<double>(s.c.size())) ? s.c.size() : k >= 1.0 ? static_cast<std::size_t>(k) : 1;
+      std::size_t want = !(k < static_cast<double>(s.c.size())) ? s.c.size()
+                         : k >= 1.0                             ? static_cast<std::size_t>(k)
+                                                                : 1;
       nc::row_state st(std::span<const float>(r.row), ws);
       nc::mirostat(5.0f, 0.1f, mu).truncate(st);
       const auto o = nucleus_cases::observe(nc::materialize(st));
       // k counts candidates (top-k, ties to the lower id); a +inf row keeps its +inf tokens only.
-      log.add(o.ids.size() == std::min(want, s.c.size()) ? std::string()
-                                                         : std::string(ref::to_string(r.kind)) + " V=" +
-                                                               std::to_string(r.V) + " mu=" + std::to_string(mu) +
-                                                               ": kept " + std::to_string(o.ids.size()) +
-                                                               ", k=" + std::to_string(k));
+      log.add(o.ids.size() == std::min(want, s.c.size())
+                  ? std::string()
+                  : std::string(ref::to_string(r.kind)) + " V=" + std::to_string(r.V) +
+                        " mu=" + std::to_string(mu) + ": kept " + std::to_string(o.ids.size()) +
+                        ", k=" + std::to_string(k));
     }
   });
   INFO(log.summary());
@@ -57,8 +59,9 @@ TEST_CASE("mirostat: the draw updates the caller's mu by the token's surprise", 
         nc::mirostat_v2(3.0f, 0.2f, mu).truncate(probe);
       }
       const auto survivors = nucleus_cases::observe(nc::materialize(probe));
-      const nc::sample_result r = version == 1 ? nc::mirostat(3.0f, 0.2f, mu)(row, ws, nc::draw_key{5, pos})
-                                               : nc::mirostat_v2(3.0f, 0.2f, mu)(row, ws, nc::draw_key{5, pos});
+      const nc::sample_result r = version == 1
+                                      ? nc::mirostat(3.0f, 0.2f, mu)(row, ws, nc::draw_key{5, pos})
+                                      : nc::mirostat_v2(3.0f, 0.2f, mu)(row, ws, nc::draw_key{5, pos});
       REQUIRE(r.status == nc::status::ok);
       const auto it = std::find(survivors.ids.begin(), survivors.ids.end(), r.token);
       REQUIRE(it != survivors.ids.end());

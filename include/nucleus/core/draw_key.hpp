@@ -37,7 +37,8 @@ constexpr double uniform(draw_key k) noexcept {
 enum class key_stream : std::uint64_t { draw = 0, xtc = 1 };
 constexpr double uniform(draw_key k, key_stream s) noexcept {
   if (s == key_stream::draw) return uniform(k);
-  const std::uint64_t bits = mix64(key_bits(k) ^ mix64(static_cast<std::uint64_t>(s) * 0xD1B54A32D192ED03ull));
+  const std::uint64_t bits =
+      mix64(key_bits(k) ^ mix64(static_cast<std::uint64_t>(s) * 0xD1B54A32D192ED03ull));
   return static_cast<double>(bits >> 11) * 0x1.0p-53;
 }
 

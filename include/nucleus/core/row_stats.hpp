@@ -15,7 +15,7 @@
 
 namespace nucleus::detail {
 
-inline constexpr int mean_fraction_bits = 40;  // scaled logits (>= -88 where a weight is nonzero)
+inline constexpr int mean_fraction_bits = 40;  // scaled logits in 2^-40 units (0x1p40 below)
 
 struct row_moments {
   wsum total = 0;       // sum of the weights floor(exp(y) * 2^48), y = (x - max) / T
@@ -34,14 +34,16 @@ inline row_moments moments(row_state& s) noexcept {
   float* e = s.ws().probs.ensure(s.size());
   s.visit([&](const auto* x) { exp_store(x, s.size(), m, inv, e); });
   wsum total = 0;
-  __int128 weighted = 0;  // sum of w * round(y * 2^40): |w| <= 2^48, |y * 2^40| < 2^47
+  __int128 weighted = 0;  // sum of w * trunc(y * 2^40): |w| <= 2^48, |y * 2^40| < 2^47
   s.visit([&](const auto* x) {
     for (std::size_t i = 0; i < s.size(); ++i) {
-      const std::uint64_t w = weight(e[i]);
-      if (w == 0) continue;
-      const float y = scaled(to_float(x[i]), m, inv);
-      total += w;
-      weighted += static_cast<__int128>(w) * std::llrint(std::ldexp(static_cast<double>(y), mean_fraction_bits));
+      // weight(e) as a signed integer (e <= 1, so it fits; one conversion instruction), branch-free:
+      // a zero weight adds nothing, and its y (perhaps -inf or NaN) is replaced by 0 first.
+      const auto w = static_cast<std::int64_t>(static_cast<double>(e[i]) * 0x1p48);
+      const float y = w != 0 ? scaled(to_float(x[i]), m, inv) : 0.0f;
+      total += static_cast<std::uint64_t>(w);
+      // y * 2^40 is exact (a power of two); the cast truncates toward zero: integers, no libm.
+      weighted += static_cast<__int128>(w) * static_cast<std::int64_t>(static_cast<double>(y) * 0x1p40);
     }
   });
   row_moments r;
@@ -59,15 +61,20 @@ inline void keep_weight_at_least(row_state& s, double w_min) noexcept {
   const float inv = s.inv_temperature();
   float* e = s.ws().probs.ensure(s.size());
   s.visit([&](const auto* x) { exp_store(x, s.size(), m, inv, e); });
-  float cut = m;
+  // weight(e) = floor(e * 2^48) >= w_min  <=>  e * 2^48 >= ceil(w_min): a compare of e itself (e * 2^48
+  // is exact in double). The least such logit, as an order-preserving integer: a branch-free min.
+  const double e_min = std::ceil(w_min) * 0x1p-48;
+  std::uint32_t cut = ordered(m);
   s.visit([&](const auto* x) {
     for (std::size_t i = 0; i < s.size(); ++i) {
       const float v = to_float(x[i]);
       // (-inf and NaN are never candidates, even for a threshold of 0)
-      if (v < cut && v > -inf() && static_cast<double>(weight(e[i])) >= w_min) cut = v;
+      const bool in = static_cast<double>(e[i]) >= e_min && v > -inf();
+      const std::uint32_t k = in ? ordered(v) : ~std::uint32_t{0};
+      cut = k < cut ? k : cut;
     }
   });
-  s.keep_scaled_at_least(0.0f, 1.0f, cut);
+  s.keep_scaled_at_least(0.0f, 1.0f, from_ordered(cut));
 }
 
 }  // namespace nucleus::detail

@@ -52,10 +52,10 @@ struct sampling_params {
 
   // DRY (llama.cpp): multiplier 0 disables. Breakers are token sequences, head first (a string
   // breaker must be tokenized by the caller, as llama.cpp does with its vocabulary).
-  float dry_multiplier = 0.0f;   // finite, >= 0
-  float dry_base = 1.75f;        // finite, >= 1
-  int dry_allowed_length = 2;    // >= 0
-  int dry_penalty_last_n = -1;   // -1 all of prompt + output, 0 disables, else the last n tokens
+  float dry_multiplier = 0.0f;  // finite, >= 0
+  float dry_base = 1.75f;       // finite, >= 1
+  int dry_allowed_length = 2;   // >= 0
+  int dry_penalty_last_n = -1;  // -1 all of prompt + output, 0 disables, else the last n tokens
   std::vector<std::vector<std::int32_t>> dry_sequence_breakers{};
   int no_repeat_ngram_size = 0;  // >= 0; 0 disables (Hugging Face)
 
@@ -113,8 +113,10 @@ inline void check_order(const sampling_params& p, engine_order order) {
   };
   for (const knob& k : knobs) {
     if (!k.set) continue;
-    if (order == engine_order::vllm && !k.vllm) bad_param(k.field, "the vllm order has no such stage (vLLM has none)");
-    if (order == engine_order::hf && !k.hf) bad_param(k.field, "the hf order has no such stage (Hugging Face has none)");
+    if (order == engine_order::vllm && !k.vllm)
+      bad_param(k.field, "the vllm order has no such stage (vLLM has none)");
+    if (order == engine_order::hf && !k.hf)
+      bad_param(k.field, "the hf order has no such stage (Hugging Face has none)");
     if (order == engine_order::llama_cpp && !k.llama_cpp)
       bad_param(k.field, "the llama_cpp order has no such stage (llama.cpp has none)");
     if (p.mirostat != 0 && k.truncates)
@@ -124,10 +126,10 @@ inline void check_order(const sampling_params& p, engine_order order) {
   if (p.mirostat != 0 && order == engine_order::llama_cpp) {
     if (p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f ||
         p.dry_multiplier > 0.0f)
-      bad_param(p.repetition_penalty != 1.0f   ? "repetition_penalty"
-                : p.presence_penalty != 0.0f   ? "presence_penalty"
+      bad_param(p.repetition_penalty != 1.0f  ? "repetition_penalty"
+                : p.presence_penalty != 0.0f  ? "presence_penalty"
                 : p.frequency_penalty != 0.0f ? "frequency_penalty"
-                                               : "dry_multiplier",
+                                              : "dry_multiplier",
                 "llama.cpp applies no penalty with mirostat");
   }
 }
@@ -147,18 +149,22 @@ inline void validate(const sampling_params& p, engine_order order) {
   if (p.penalty_last_n < -1) bad_param("penalty_last_n", "must be -1 (all), 0 (none) or a count");
   if (!(p.typical_p > 0.0f && p.typical_p <= 1.0f)) bad_param("typical_p", "must be in (0, 1] (1 disables)");
   if (!std::isfinite(p.top_n_sigma)) bad_param("top_n_sigma", "must be finite (<= 0 disables)");
-  if (!(p.xtc_probability >= 0.0f && p.xtc_probability <= 1.0f)) bad_param("xtc_probability", "must be in [0, 1]");
+  if (!(p.xtc_probability >= 0.0f && p.xtc_probability <= 1.0f))
+    bad_param("xtc_probability", "must be in [0, 1]");
   if (!(p.xtc_threshold >= 0.0f && p.xtc_threshold <= 1.0f))
     bad_param("xtc_threshold", "must be in [0, 1] (> 0.5 disables)");
   if (!(p.epsilon_cutoff >= 0.0f && p.epsilon_cutoff < 1.0f))
     bad_param("epsilon_cutoff", "must be in [0, 1) (0 disables)");
-  if (!(p.eta_cutoff >= 0.0f && p.eta_cutoff < 1.0f)) bad_param("eta_cutoff", "must be in [0, 1) (0 disables)");
+  if (!(p.eta_cutoff >= 0.0f && p.eta_cutoff < 1.0f))
+    bad_param("eta_cutoff", "must be in [0, 1) (0 disables)");
   if (!std::isfinite(p.dynatemp_range)) bad_param("dynatemp_range", "must be finite (<= 0 disables)");
   if (!(p.dynatemp_exponent >= 0.0f) || std::isinf(p.dynatemp_exponent))
     bad_param("dynatemp_exponent", "must be finite and >= 0");
   if (p.mirostat < 0 || p.mirostat > 2) bad_param("mirostat", "must be 0 (off), 1 or 2");
-  if (!(p.mirostat_tau >= 0.0f) || std::isinf(p.mirostat_tau)) bad_param("mirostat_tau", "must be finite and >= 0");
-  if (!(p.mirostat_eta >= 0.0f) || std::isinf(p.mirostat_eta)) bad_param("mirostat_eta", "must be finite and >= 0");
+  if (!(p.mirostat_tau >= 0.0f) || std::isinf(p.mirostat_tau))
+    bad_param("mirostat_tau", "must be finite and >= 0");
+  if (!(p.mirostat_eta >= 0.0f) || std::isinf(p.mirostat_eta))
+    bad_param("mirostat_eta", "must be finite and >= 0");
   if (!(p.dry_multiplier >= 0.0f) || std::isinf(p.dry_multiplier))
     bad_param("dry_multiplier", "must be finite and >= 0 (0 disables)");
   if (!(p.dry_base >= 1.0f) || std::isinf(p.dry_base)) bad_param("dry_base", "must be finite and >= 1");

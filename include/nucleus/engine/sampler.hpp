@@ -56,13 +56,14 @@ struct row_result {
 
 class sampler {
   // Each engine's order (docs/semantics.md). A stage whose knob is at its default does nothing.
-  using nucleus_chain = chain<dynamic_temperature_stage, top_n_sigma_stage, top_k_stage, typical_stage, top_p_stage,
-                              min_p_stage, epsilon_cutoff_stage, eta_cutoff_stage, xtc_stage, categorical_stage>;
+  using nucleus_chain =
+      chain<dynamic_temperature_stage, top_n_sigma_stage, top_k_stage, typical_stage, top_p_stage,
+            min_p_stage, epsilon_cutoff_stage, eta_cutoff_stage, xtc_stage, categorical_stage>;
   using vllm_chain = chain<temperature_stage, min_p_stage, top_k_stage, top_p_stage, categorical_stage>;
   using hf_chain = chain<temperature_stage, top_k_stage, top_p_stage, min_p_stage, typical_stage,
                          epsilon_cutoff_stage, eta_cutoff_stage, categorical_stage>;
-  using llama_cpp_chain = chain<top_n_sigma_stage, top_k_stage, typical_stage, top_p_stage, min_p_stage, xtc_stage,
-                                dynamic_temperature_stage, categorical_stage>;
+  using llama_cpp_chain = chain<top_n_sigma_stage, top_k_stage, typical_stage, top_p_stage, min_p_stage,
+                                xtc_stage, dynamic_temperature_stage, categorical_stage>;
 
  public:
   // Throws std::invalid_argument naming the first bad field of p.
@@ -105,7 +106,8 @@ class sampler {
   distribution process(std::span<const T> row, workspace& ws, const row_request& rq) const {
     if (row.empty()) return {nullptr, nullptr, 0, false, status::empty_row};
     if (!procs_.fits(row.size(), rq)) return {nullptr, nullptr, 0, false, status::invalid_input};
-    if (params_.mirostat != 0 && rq.mirostat_mu == nullptr) return {nullptr, nullptr, 0, false, status::invalid_input};
+    if (params_.mirostat != 0 && rq.mirostat_mu == nullptr)
+      return {nullptr, nullptr, 0, false, status::invalid_input};
     return with_row(row, ws, rq, [&](auto x) {
       row_state s(x, ws);
       const draw_key key{params_.seed, rq.position};
@@ -230,7 +232,8 @@ class sampler {
       case engine_order::vllm:
         return vllm_chain(temp, mp, top_k_stage{{}, p.top_k, ties::keep}, tp, categorical_stage{});
       case engine_order::hf:
-        return hf_chain(temp, top_k_stage{{}, p.top_k, ties::keep}, tp, mp, typ, eps, eta, categorical_stage{});
+        return hf_chain(temp, top_k_stage{{}, p.top_k, ties::keep}, tp, mp, typ, eps, eta,
+                        categorical_stage{});
       case engine_order::llama_cpp:
         return llama_cpp_chain(sigma, top_k_stage{{}, p.top_k, ties::exact}, typ, tp, mp, x, dyn,
                                categorical_stage{});

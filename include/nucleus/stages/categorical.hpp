@@ -29,7 +29,8 @@ inline sample_result draw(row_state& s, draw_key key) noexcept {
     return s.fail();
   }
   const auto at = static_cast<std::size_t>(i);
-  return {s.id(at), static_cast<float>(static_cast<double>(s.scaled(at)) - std::log(s.draw_sum())), status::ok};
+  return {s.id(at), static_cast<float>(static_cast<double>(s.scaled(at)) - std::log(s.draw_sum())),
+          status::ok};
 }
 
 struct categorical_stage : stage<categorical_stage> {

@@ -31,7 +31,8 @@ struct dynamic_temperature_stage : stage<dynamic_temperature_stage> {
     const double lo = std::max(0.0, static_cast<double>(t) - static_cast<double>(range));
     const double hi = static_cast<double>(t) + static_cast<double>(range);
     const double h = detail::moments(s).entropy() / std::log(static_cast<double>(n));
-    return static_cast<float>(lo + (hi - lo) * std::pow(std::clamp(h, 0.0, 1.0), static_cast<double>(exponent)));
+    return static_cast<float>(lo +
+                              (hi - lo) * std::pow(std::clamp(h, 0.0, 1.0), static_cast<double>(exponent)));
   }
 
   void apply(row_state& s) const noexcept {

@@ -19,13 +19,15 @@ struct epsilon_cutoff_stage : stage<epsilon_cutoff_stage> {
     const float m = s.max_logit();
     if (!s.live() || s.size() == 1) return;
     const float inv = s.inv_temperature();
-    const detail::wsum total = s.visit([&](const auto* x) { return detail::exp_sum(x, s.size(), m, inv, nullptr); });
+    const detail::wsum total =
+        s.visit([&](const auto* x) { return detail::exp_sum(x, s.size(), m, inv, nullptr); });
     detail::keep_weight_at_least(s, static_cast<double>(e) * static_cast<double>(total));
   }
 };
 
 inline epsilon_cutoff_stage epsilon_cutoff(float e) {
-  if (!(e >= 0.0f && e < 1.0f)) throw std::invalid_argument("nucleus::epsilon_cutoff: e must be in [0, 1) (0 disables)");
+  if (!(e >= 0.0f && e < 1.0f))
+    throw std::invalid_argument("nucleus::epsilon_cutoff: e must be in [0, 1) (0 disables)");
   return epsilon_cutoff_stage{{}, e};
 }
 

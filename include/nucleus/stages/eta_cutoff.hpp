@@ -31,7 +31,8 @@ struct eta_cutoff_stage : stage<eta_cutoff_stage> {
 };
 
 inline eta_cutoff_stage eta_cutoff(float eta) {
-  if (!(eta >= 0.0f && eta < 1.0f)) throw std::invalid_argument("nucleus::eta_cutoff: eta must be in [0, 1) (0 disables)");
+  if (!(eta >= 0.0f && eta < 1.0f))
+    throw std::invalid_argument("nucleus::eta_cutoff: eta must be in [0, 1) (0 disables)");
   return eta_cutoff_stage{{}, eta};
 }
 

@@ -32,7 +32,8 @@ inline sample_result mirostat_draw(row_state& s, draw_key key, float tau, float 
   const sample_result r = draw(s, key);
   if (r.status != status::ok) return r;
   const double surprise = -static_cast<double>(r.logprob) / std::log(2.0);
-  *mu = static_cast<float>(static_cast<double>(*mu) - static_cast<double>(eta) * (surprise - static_cast<double>(tau)));
+  *mu = static_cast<float>(static_cast<double>(*mu) -
+                           static_cast<double>(eta) * (surprise - static_cast<double>(tau)));
   return r;
 }
 
@@ -58,7 +59,8 @@ struct mirostat_v2_stage : stage<mirostat_v2_stage> {
     const float m = s.max_logit();
     if (!s.live() || s.greedy()) return;
     const float inv = s.inv_temperature();
-    const detail::wsum total = s.visit([&](const auto* x) { return detail::exp_sum(x, s.size(), m, inv, nullptr); });
+    const detail::wsum total =
+        s.visit([&](const auto* x) { return detail::exp_sum(x, s.size(), m, inv, nullptr); });
     const double w_min = std::exp2(-static_cast<double>(*mu)) * static_cast<double>(total);
     if (!(0x1p48 >= w_min)) {  // the maximum weighs 2^48
       top_k_stage{{}, 1, ties::exact}.apply(s);
@@ -101,9 +103,9 @@ struct mirostat_v1_stage : stage<mirostat_v1_stage> {
     }
     const double s_hat = sum_tb / sum_tt;
     const double e_hat = s_hat - 1.0;
-    const double k = std::pow(e_hat * std::exp2(static_cast<double>(*mu)) /
-                                  (1.0 - std::pow(static_cast<double>(vocab), -e_hat)),
-                              1.0 / s_hat);
+    const double k = std::pow(
+        e_hat * std::exp2(static_cast<double>(*mu)) / (1.0 - std::pow(static_cast<double>(vocab), -e_hat)),
+        1.0 / s_hat);
     if (!(k < static_cast<double>(n))) return n;  // also NaN
     return k >= 1.0 ? static_cast<std::size_t>(k) : 1;
   }

@@ -21,31 +21,34 @@ struct top_n_sigma_stage : stage<top_n_sigma_stage> {
     if (n <= 0.0f) return;
     const float mx = s.max_logit();
     if (!s.live() || s.size() == 1) return;
-    // Two passes in double, in candidate order, with no contractible multiply-add: the same bits
-    // under any compiler flags.
-    double sum = 0.0;
+    // Two passes in double over eight interleaved partial sums (candidate i goes to sum i % 8, the
+    // sums then add in a fixed order), with no contractible multiply-add: the same bits under any
+    // compiler flags, and eight independent chains instead of one.
+    constexpr std::size_t lanes = 8;
+    double sum[lanes] = {}, acc[lanes] = {};
     std::size_t count = 0;
+    auto candidate = [](float v) { return v == v && v > -detail::inf(); };
     s.visit([&](const auto* x) {
       for (std::size_t i = 0; i < s.size(); ++i) {
         const float v = to_float(x[i]);
-        if (v == v && v > -detail::inf()) {
-          sum += static_cast<double>(v);
-          ++count;
-        }
+        const bool c = candidate(v);
+        sum[i % lanes] += c ? static_cast<double>(v) : 0.0;
+        count += c;
       }
     });
-    const double mean = sum / static_cast<double>(count);
-    double acc = 0.0;
+    double total = 0.0;
+    for (double p : sum) total += p;
+    const double mean = total / static_cast<double>(count);
     s.visit([&](const auto* x) {
       for (std::size_t i = 0; i < s.size(); ++i) {
         const float v = to_float(x[i]);
-        if (v == v && v > -detail::inf()) {
-          const double d = static_cast<double>(v) - mean;
-          acc = std::fma(d, d, acc);
-        }
+        const double d = candidate(v) ? static_cast<double>(v) - mean : 0.0;
+        acc[i % lanes] = std::fma(d, d, acc[i % lanes]);
       }
     });
-    const double sigma = std::sqrt(acc / static_cast<double>(count));
+    double squares = 0.0;
+    for (double p : acc) squares += p;
+    const double sigma = std::sqrt(squares / static_cast<double>(count));
     const double t = static_cast<double>(mx) - static_cast<double>(n) * sigma;
     // The least float >= t: x >= t and x >= that float agree for every float x.
     float f = static_cast<float>(t);

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -40,7 +41,6 @@ struct typical_stage : stage<typical_stage> {
     const std::size_t n = s.size();
     const float* v = s.logits();
     workspace& ws = s.ws();
-    const float* e = ws.probs.data();
 
     // The ranking key, computed the same way wherever it is needed.
     auto dist = [&](std::size_t i) {
@@ -52,9 +52,16 @@ struct typical_stage : stage<typical_stage> {
       return b < static_cast<double>(last) ? static_cast<std::uint32_t>(b) : last;
     };
     // Mass per distance bin; the cut falls in the first bin where the running mass reaches the bound.
+    // Each candidate's bin replaces its exp value in ws.probs once its weight is counted.
     detail::wsum* mass = ws.hist_mass.data();
     std::fill(mass, mass + detail::hist_bins, detail::wsum{0});
-    for (std::size_t i = 0; i < n; ++i) mass[bin(i)] += detail::weight(e[i]);
+    float* slot = ws.probs.data();
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint32_t b = bin(i);
+      mass[b] += detail::weight(slot[i]);
+      slot[i] = std::bit_cast<float>(b);  // only ever read back as bits
+    }
+    auto bin_of = [&](std::size_t i) { return std::bit_cast<std::uint32_t>(slot[i]); };
     detail::wsum before = 0;
     std::uint32_t edge = 0;
     while (edge < last && before + mass[edge] < bound) before += mass[edge++];
@@ -62,7 +69,7 @@ struct typical_stage : stage<typical_stage> {
     std::uint64_t* order = ws.keys.ensure(n);
     std::size_t members = 0;
     for (std::size_t i = 0; i < n; ++i)
-      if (bin(i) == edge) order[members++] = i;
+      if (bin_of(i) == edge) order[members++] = i;
     std::sort(order, order + members, [&](std::uint64_t a, std::uint64_t b) {
       const double da = dist(a), db = dist(b);
       if (da != db) return da < db;
@@ -70,7 +77,8 @@ struct typical_stage : stage<typical_stage> {
       return s.id(a) < s.id(b);
     });
     std::size_t take = 0;
-    while (take < members && before < bound) before += detail::weight(e[order[take++]]);
+    while (take < members && before < bound)
+      before += detail::weight(detail::exp_scalar(detail::scaled(v[order[take++]], m, inv)));
     std::sort(order, order + take);  // the kept edge members, in position order
     // Kept: every bin below the edge, and the first `take` of the edge bin. In place, in the
     // candidates' order (ascending id, or rank order after top_k): the write index never passes i.
@@ -78,7 +86,7 @@ struct typical_stage : stage<typical_stage> {
     std::int32_t* ids = ws.ids.data();
     std::size_t out = 0, next = 0;
     for (std::size_t i = 0; i < n; ++i) {
-      const std::uint32_t b = bin(i);
+      const std::uint32_t b = bin_of(i);
       bool keep = b < edge;
       if (b == edge && next < take && order[next] == i) {
         keep = true;

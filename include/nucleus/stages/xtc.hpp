@@ -4,6 +4,7 @@
 // reach the threshold. The coin is the draw key's own stream (draw_key.hpp): no hidden generator.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
@@ -14,7 +15,8 @@
 namespace nucleus {
 
 struct xtc_stage : stage<xtc_stage> {
-  static constexpr stage_info info{.needs_key = true, .truncates = true, .needs_probs = true, .needs_max = true};
+  static constexpr stage_info info{
+      .needs_key = true, .truncates = true, .needs_probs = true, .needs_max = true};
 
   float probability;  // <= 0: disabled
   float threshold;    // > 0.5: disabled (at most one token can exceed it)
@@ -25,20 +27,22 @@ struct xtc_stage : stage<xtc_stage> {
     if (!s.live() || s.size() < 2) return;
     if (!(detail::uniform(key, detail::key_stream::xtc) < static_cast<double>(probability))) return;
     const float inv = s.inv_temperature();
-    const detail::wsum total = s.visit([&](const auto* x) { return detail::exp_sum(x, s.size(), m, inv, nullptr); });
-    // p_i >= threshold  <=>  w_i >= threshold * total, on the exact weights.
-    const double w_min = static_cast<double>(threshold) * static_cast<double>(total);
+    const detail::wsum total =
+        s.visit([&](const auto* x) { return detail::exp_sum(x, s.size(), m, inv, nullptr); });
+    // p_i >= threshold  <=>  w_i >= threshold * total, on the exact weights; w_i = floor(e_i 2^48), so
+    // that is e_i 2^48 >= ceil(threshold * total): a compare of e_i (exact in double).
+    const double e_min = std::ceil(static_cast<double>(threshold) * static_cast<double>(total)) * 0x1p-48;
+    float* e = s.ws().probs.ensure(s.size());
+    s.visit([&](const auto* x) { detail::exp_store(x, s.size(), m, inv, e); });
     std::size_t above = 0;
     std::uint64_t last = ~std::uint64_t{0};  // the least likely token at or above the threshold
     s.visit([&](const auto* x) {
       for (std::size_t i = 0; i < s.size(); ++i) {
         const float v = to_float(x[i]);
-        if (!(v > -detail::inf())) continue;  // not a candidate (-inf, NaN): never "above"
-        if (static_cast<double>(detail::weight(detail::exp_scalar(detail::scaled(v, m, inv)))) >= w_min) {
-          ++above;
-          const std::uint64_t k = detail::rank_key(v, s.id(i));
-          if (k < last) last = k;
-        }
+        const bool in = static_cast<double>(e[i]) >= e_min && v > -detail::inf();  // never -inf or NaN
+        above += in;
+        const std::uint64_t k = in ? detail::rank_key(v, s.id(i)) : ~std::uint64_t{0};
+        last = k < last ? k : last;
       }
     });
     if (above < 2) return;
