@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <nucleus/model/dry_breakers.hpp>
 #include <nucleus/model/tokenizer.hpp>
 
 #include "byte_symbols.hpp"
@@ -172,4 +173,41 @@ TEST_CASE("smollm2: a 4 MB input round-trips") {
   const auto out = t.encode(text, false);
   CHECK(out.size() > text.size() / 16);
   CHECK(t.decode(out) == representable(t, text));
+}
+
+TEST_CASE("smollm2: DRY breakers from strings are the tokens llama.cpp's vocabulary scan finds") {
+  // tests/peers/fixtures/llama_cpp.json lists, from libllama's own detokenization, every token below
+  // id_limit whose text contains each breaker string.
+  const nlohmann::json dry = read_json(NUCLEUS_PEER_FIXTURE)["dry_vocab"];
+  const auto limit = dry["id_limit"].get<std::int32_t>();
+  const tokenizer& t = smollm2();
+  for (const auto& [str, want] : dry["single_token_breakers"].items()) {
+    const std::vector<std::string> one{str};
+    std::vector<std::int32_t> got;
+    std::size_t heads = 0;
+    for (const auto& seq : nucleus::model::dry_sequence_breakers(t, one)) {
+      if (seq.size() == 1 && seq[0] < limit) got.push_back(seq[0]);
+      heads += seq.size() > 1;
+    }
+    INFO("breaker \"" << str << "\"");
+    CHECK(got == want.get<std::vector<std::int32_t>>());
+    CHECK(heads == 0);  // one-character strings have no partial heads
+  }
+  // A longer string: heads whose text ends in its prefix carry the rest, tokenized.
+  const std::vector<std::string> words{"assistant"};
+  const auto seqs = nucleus::model::dry_sequence_breakers(t, words);
+  std::size_t partial = 0;
+  for (const auto& seq : seqs) {
+    if (seq.size() == 1) {
+      CHECK(t.token_text(seq[0]).find("assistant") != std::string::npos);
+      continue;
+    }
+    ++partial;
+    const std::string head = t.token_text(seq[0]);
+    const std::string tail = t.decode(std::vector<std::int32_t>(seq.begin() + 1, seq.end()));
+    // the head's text ends where the tail begins: together they spell the string
+    CHECK((head + tail).size() >= std::string("assistant").size());
+    CHECK((head + tail).substr(head.size() + tail.size() - 9) == "assistant");
+  }
+  CHECK(partial > 0);
 }
