@@ -93,3 +93,62 @@ TEST_CASE("dtypes: 16-bit rows match their float conversion bit for bit", "[core
   });
   CHECK(checked == 1500);
 }
+
+namespace {
+
+// A chain's distribution (or draw) on a 16-bit row and on its float widening, bit for bit.
+template <class T, class Chain>
+void same_bits(const Chain& chain, std::span<const T> half, std::span<const float> wide, nc::workspace& ws,
+               const char* name) {
+  INFO(name << " V=" << wide.size());
+  if constexpr (nucleus::detail::ends_in_terminal<Chain>()) {
+    for (std::uint64_t pos = 0; pos < 4; ++pos) {
+      const auto a = chain(half, ws, nc::draw_key{5, pos});
+      const auto b = chain(wide, ws, nc::draw_key{5, pos});
+      CHECK(a.token == b.token);
+      CHECK(a.status == b.status);
+      CHECK(ref::float_bits(a.logprob) == ref::float_bits(b.logprob));
+    }
+  } else {
+    const nc::distribution dh = chain(half, ws, nc::draw_key{5, 1});
+    const std::vector<std::int32_t> ids(dh.ids().begin(), dh.ids().end());
+    std::vector<std::uint32_t> probs;
+    for (float p : dh.probs()) probs.push_back(ref::float_bits(p));
+    const nc::distribution dw = chain(wide, ws, nc::draw_key{5, 1});
+    CHECK(ids == std::vector<std::int32_t>(dw.ids().begin(), dw.ids().end()));
+    std::vector<std::uint32_t> wprobs;
+    for (float p : dw.probs()) wprobs.push_back(ref::float_bits(p));
+    CHECK(probs == wprobs);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("dtypes: the samplers beyond top-k / top-p / min-p read 16-bit rows bit for bit as float",
+          "[core][dtypes]") {
+  nc::workspace ws;
+  nucleus_cases::for_each_sweep_row(0x16B, [&](const nucleus_cases::sweep_row& r) {
+    const std::size_t V = r.V;
+    std::vector<nc::bf16> b(V);
+    std::vector<nc::f16> h(V);
+    std::vector<float> wb(V), wh(V);
+    for (std::size_t i = 0; i < V; ++i) {
+      b[i] = nc::to_bf16(r.row[i]);
+      wb[i] = nc::to_float(b[i]);
+      h[i] = nc::f16{static_cast<std::uint16_t>(ref::float_bits(r.row[i]) >> 16)};
+      wh[i] = nc::to_float(h[i]);
+    }
+    auto both = [&](const auto& chain, const char* name) {
+      same_bits<nc::bf16>(chain, b, wb, ws, name);
+      same_bits<nc::f16>(chain, h, wh, ws, name);
+    };
+    both(nc::temperature(0.7f) | nc::typical(0.9f), "typical");
+    both(nc::top_n_sigma(1.0f) | nc::temperature(1.3f), "top_n_sigma");
+    both(nc::xtc(1.0f, 0.05f) | nc::top_k(0), "xtc");
+    both(nc::epsilon_cutoff(3e-4f) | nc::eta_cutoff(1e-3f), "epsilon | eta");
+    both(nc::dynamic_temperature(0.8f, 0.5f, 1.0f) | nc::categorical(), "dynamic_temperature");
+    float mu1 = 8.0f, mu2 = 8.0f;
+    both(nc::mirostat_v2(5.0f, 0.0f, mu2), "mirostat_v2");  // eta 0: mu stays, so both runs see one mu
+    both(nc::mirostat(5.0f, 0.0f, mu1), "mirostat");
+  });
+}
