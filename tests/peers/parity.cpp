@@ -384,12 +384,21 @@ TEST_CASE("peers: llama.cpp's samplers", "[peers][llama_cpp]") {
       }
       const nc::distribution d = nc::materialize(st);
       const auto lib = lib_set(d);
-      std::set<std::int32_t> exact = lib;  // the exact truncation
+      std::set<std::int32_t> exact;  // the exact truncation, from the reference
       double margin = ref::inf;
       if (name == "mirostat_v2") {
         const auto cut = ref::mirostat_v2(s, static_cast<double>(c["mu_in"].get<float>()));
         exact = ref_set(cut.s);
         margin = cut.margin;
+      } else {
+        // top max(1, floor(k)) in rank order (all when k is not a number below the count)
+        const double k = ref::mirostat_k(s, c["mu_in"].get<float>(), p["m"].get<std::size_t>(), row.size());
+        const std::size_t keep = !(k < static_cast<double>(s.c.size())) ? s.c.size()
+                                 : k >= 1.0                             ? static_cast<std::size_t>(k)
+                                                                        : 1;
+        ref::apply_top_k(s, static_cast<long long>(keep));
+        exact = ref_set(s);
+        margin = std::fabs(k - std::round(k)) / std::max(1.0, k);  // k near an integer: either way
       }
       classify(t, what, c, peer_set(c), lib, exact, margin, row);
       // mu's update for the token the peer drew, with nucleus's probability of it.
@@ -438,10 +447,19 @@ TEST_CASE("peers: Hugging Face's logits processors", "[peers][hf]") {
       const nc::row_request rq{h, {}, {}, 0};
       const float* got = procs.active(rq) ? procs.apply(r, ws, rq) : row.data();
       if (name == "no_repeat_ngram") {
-        std::set<std::int32_t> lib;
+        std::set<std::int32_t> lib, exact;
         for (std::size_t i = 0; i < row.size(); ++i)
           if (got[i] > -ref::inf) lib.insert(static_cast<std::int32_t>(i));
-        classify(t, what, c, peer_set(c), lib, lib, ref::inf, row);
+        // By definition: a token is banned when the last n-1 tokens followed by it occur earlier.
+        const auto n = static_cast<std::size_t>(sp.no_repeat_ngram_size);
+        std::set<std::int32_t> banned;
+        for (std::size_t j = 0; n > 0 && h.size() + 1 >= n && j + n <= h.size(); ++j)
+          if (std::equal(h.end() - static_cast<std::ptrdiff_t>(n - 1), h.end(),
+                         h.begin() + static_cast<std::ptrdiff_t>(j)))
+            banned.insert(h[j + n - 1]);
+        for (const auto& e : s.c)
+          if (!banned.count(e.id)) exact.insert(e.id);
+        classify(t, what, c, peer_set(c), lib, exact, ref::inf, row);
       } else {
         compare_row(t, what, c, got, row.size());
       }

@@ -127,14 +127,7 @@ def main():
     bank = RowBank()
     kinds = bank.standard()
     R = bank.rows
-    big = kinds["big"]
-    nobig = [i for i in range(len(R)) if i not in big]
-    small_mix = (kinds["tiny"][:3] + [kinds["gauss"][k] for k in (0, 1, 2, 3, 10, 11, 12)]
-                 + kinds["quant"][:1] + kinds["quant"][4:] + kinds["neginf"][:2] + kinds["peak"][:2]
-                 + kinds["flat"][:2])
-    few = [kinds["gauss"][0], kinds["quant"][0], kinds["neginf"][0], kinds["flat"][0]]
-    peaky = ([kinds["gauss"][k] for k in (1, 2, 12, 13)] + kinds["peak"][:2] + kinds["quant"][:2]
-             + [kinds["neginf"][0], kinds["tiny"][1], kinds["tiny"][2], kinds["flat"][0]])
+    big, nobig, small_mix, few, peaky = bank.groups(kinds)
     cases = []
 
     def case(sampler, smpl, row, params, history=None, **extra):

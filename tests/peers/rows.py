@@ -16,6 +16,19 @@ class RowBank:
     """Rows (float32 logits) and histories (token-id lists), each stored once and referenced by
     index from the cases."""
 
+    def groups(self, kinds):
+        """The row groups both recorders draw their cases from, given standard()'s kinds: big, not
+        big, a small mix, a few, and peaky rows (indices into self.rows)."""
+        big = kinds["big"]
+        nobig = [i for i in range(len(self.rows)) if i not in big]
+        small_mix = (kinds["tiny"][:3] + [kinds["gauss"][k] for k in (0, 1, 2, 3, 10, 11, 12)]
+                     + kinds["quant"][:1] + kinds["quant"][4:] + kinds["neginf"][:2] + kinds["peak"][:2]
+                     + kinds["flat"][:2])
+        few = [kinds["gauss"][0], kinds["quant"][0], kinds["neginf"][0], kinds["flat"][0]]
+        peaky = ([kinds["gauss"][k] for k in (1, 2, 12, 13)] + kinds["peak"][:2] + kinds["quant"][:2]
+                 + [kinds["neginf"][0], kinds["tiny"][1], kinds["tiny"][2], kinds["flat"][0]])
+        return big, nobig, small_mix, few, peaky
+
     def __init__(self, seed=SEED):
         self.rng = np.random.default_rng(seed)
         self.rows = []

@@ -76,17 +76,8 @@ TEST_CASE("mirostat_v2 draws by the survivors' probabilities (chi-square)", "[st
   std::vector<float> row = {3.0f, 2.6f, 2.5f, 1.0f, 0.2f, -1.0f, 2.55f, -4.0f};
   ref::state s = ref::candidates(row);
   const ref::distribution want = ref::finish(ref::mirostat_v2(s, 4.0).s);
-  std::vector<std::uint64_t> counts(want.entries.size(), 0);
-  for (std::uint64_t pos = 0; pos < 40000; ++pos) {
+  nucleus_cases::check_draws_follow(want, 40000, [&](std::uint64_t pos) {
     float mu = 4.0f;  // fresh each draw: one fixed distribution
-    const auto r = nc::mirostat_v2(5.0f, 0.1f, mu)(row, ws, nc::draw_key{11, pos});
-    const auto* e = want.find(r.token);
-    REQUIRE(e != nullptr);
-    ++counts[static_cast<std::size_t>(e - want.entries.data())];
-  }
-  std::vector<double> probs;
-  for (auto& e : want.entries) probs.push_back(e.prob);
-  const auto chi = ref::chi_square(counts, probs);
-  INFO("chi2 " << chi.statistic << " df " << chi.df << " critical " << chi.critical);
-  CHECK(chi.pass());
+    return nc::mirostat_v2(5.0f, 0.1f, mu)(row, ws, nc::draw_key{11, pos});
+  });
 }

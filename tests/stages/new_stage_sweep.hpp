@@ -41,4 +41,22 @@ void sweep_stage(std::uint64_t seed, const std::vector<float>& params, const std
   CHECK(ambiguous * 50 <= static_cast<int>(log.checked));  // razor-close cuts stay rare
 }
 
+// draw(position) -> sample_result, n times: its tokens must be survivors of `want` and pass a
+// chi-square test against want's probabilities.
+template <class Draw>
+void check_draws_follow(const nucleus_ref::distribution& want, std::uint64_t n, Draw&& draw) {
+  std::vector<std::uint64_t> counts(want.entries.size(), 0);
+  for (std::uint64_t pos = 0; pos < n; ++pos) {
+    const nucleus::sample_result r = draw(pos);
+    const auto* e = want.find(r.token);
+    REQUIRE(e != nullptr);
+    ++counts[static_cast<std::size_t>(e - want.entries.data())];
+  }
+  std::vector<double> probs;
+  for (const auto& e : want.entries) probs.push_back(e.prob);
+  const auto chi = nucleus_ref::chi_square(counts, probs);
+  INFO("chi2 " << chi.statistic << " df " << chi.df << " critical " << chi.critical);
+  CHECK(chi.pass());
+}
+
 }  // namespace nucleus_cases

@@ -50,17 +50,7 @@ TEST_CASE("xtc | categorical draws by the survivors' probabilities (chi-square)"
   ref::state s = ref::candidates(row);
   const ref::cut c = ref::xtc(s, 1.0, 0.1, 0.0);
   const ref::distribution want = ref::finish(c.s);
-  std::vector<std::uint64_t> counts(want.entries.size(), 0);
-  const std::size_t n = 40000;
-  for (std::uint64_t pos = 0; pos < n; ++pos) {
-    const auto r = chain(row, ws, nc::draw_key{9, pos});
-    const auto* e = want.find(r.token);
-    REQUIRE(e != nullptr);
-    ++counts[static_cast<std::size_t>(e - want.entries.data())];
-  }
-  std::vector<double> probs;
-  for (auto& e : want.entries) probs.push_back(e.prob);
-  const auto chi = ref::chi_square(counts, probs);
-  INFO("chi2 " << chi.statistic << " df " << chi.df << " critical " << chi.critical);
-  CHECK(chi.pass());
+  nucleus_cases::check_draws_follow(want, 40000, [&](std::uint64_t pos) {
+    return chain(row, ws, nc::draw_key{9, pos});
+  });
 }

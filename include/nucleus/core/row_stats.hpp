@@ -55,12 +55,14 @@ inline row_moments moments(row_state& s) noexcept {
 
 // Keeps the candidates whose weight is at least w_min (a real number in weight units), and always
 // the maximum. A weight only grows with the logit, so this is one logit threshold.
-inline void keep_weight_at_least(row_state& s, double w_min) noexcept {
+// exps_ready: ws.probs already holds the candidates' exp(y) at this temperature (moments() leaves
+// them there), so the exp pass is not run twice.
+inline void keep_weight_at_least(row_state& s, double w_min, bool exps_ready = false) noexcept {
   const float m = s.max_logit();
   if (!s.live()) return;
   const float inv = s.inv_temperature();
   float* e = s.ws().probs.ensure(s.size());
-  s.visit([&](const auto* x) { exp_store(x, s.size(), m, inv, e); });
+  if (!exps_ready) s.visit([&](const auto* x) { exp_store(x, s.size(), m, inv, e); });
   // weight(e) = floor(e * 2^48) >= w_min  <=>  e * 2^48 >= ceil(w_min): a compare of e itself (e * 2^48
   // is exact in double). The least such logit, as an order-preserving integer: a branch-free min.
   const double e_min = std::ceil(w_min) * 0x1p-48;

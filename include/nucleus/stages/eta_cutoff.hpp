@@ -26,7 +26,7 @@ struct eta_cutoff_stage : stage<eta_cutoff_stage> {
     // p_i >= sqrt(eta) exp(-H)  <=>  w_i >= sqrt(eta) exp(E[y]) 2^48.
     const double by_eta = static_cast<double>(eta) * detail::to_double(mo.total) * 0x1p48;
     const double by_entropy = std::sqrt(static_cast<double>(eta)) * std::exp(mo.mean_y) * 0x1p48;
-    detail::keep_weight_at_least(s, std::min(by_eta, by_entropy));
+    detail::keep_weight_at_least(s, std::min(by_eta, by_entropy), /*exps_ready=*/true);
   }
 };
 
