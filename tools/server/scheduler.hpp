@@ -105,7 +105,8 @@ class stop_matcher {
   explicit stop_matcher(std::vector<std::string> stops) : stops_(std::move(stops)) {}
 
   // Appends `piece`; returns the text now safe to send and sets `stopped` when a stop string
-  // appeared (the text up to it is returned; the stop string itself is not).
+  // appeared (the text up to the earliest one is returned; the stop string itself is not). As vLLM
+  // checks after every token: a stop string that would begin earlier but is not complete yet loses.
   std::string push(std::string_view piece, bool& stopped) {
     text_ += piece;
     stopped = false;
@@ -222,8 +223,12 @@ class scheduler {
   }
 
   static void finish(const sequence_job& j, std::string reason, std::string error = {}) {
-    j.channel->push({.choice = j.choice, .end = true, .finish = std::move(reason), .error = std::move(error)},
-                    false);
+    token_event ev;
+    ev.choice = j.choice;
+    ev.end = true;
+    ev.finish = std::move(reason);
+    ev.error = std::move(error);
+    j.channel->push(std::move(ev), false);
   }
 
   // Prefills a joining sequence; false when it ended at once (a look at logits, cancelled, error).
@@ -279,17 +284,21 @@ class scheduler {
     }
     if (std::find(j.stop_tokens.begin(), j.stop_tokens.end(), r.token) != j.stop_tokens.end()) {
       // The end token was generated (usage counts it) but its text is not sent.
-      ch.push({.choice = j.choice, .text = a.text.flush()}, true);
+      token_event tail;  // no token: only the text held back so far
+      tail.choice = j.choice;
+      tail.text = a.text.flush();
+      ch.push(std::move(tail), true);
       finish(j, "stop");
       return false;
     }
     a.output.push_back(r.token);
     bool stopped = false;
-    token_event ev{.choice = j.choice,
-                   .token = r.token,
-                   .text = a.text.push(tok_.token_text(r.token), stopped),
-                   .result = r,
-                   .top = {top.begin(), top.end()}};
+    token_event ev;
+    ev.choice = j.choice;
+    ev.token = r.token;
+    ev.text = a.text.push(tok_.token_text(r.token), stopped);
+    ev.result = r;
+    ev.top.assign(top.begin(), top.end());
     const bool length = a.output.size() >= j.max_tokens || a.net->position() >= a.net->context();
     if (!stopped && length) ev.text += a.text.flush();
     ch.push(std::move(ev), true);
