@@ -1,4 +1,5 @@
-// A minimal continuous-batching loop: four requests with their own knobs join and leave one batch,
+// A minimal continuous-batching loop: requests with their own knobs join and leave one batch (one of
+// them asks for n = 3 samples: three sequences on streams 0, 1, 2 of one seed),
 // and every step samples all active rows with one batch_sampler call. Then each request runs alone,
 // to show that a row's result does not depend on the batch it rode in (docs/semantics.md).
 #include <algorithm>
@@ -30,6 +31,7 @@ struct request {
   nc::sampler sampler;
   std::vector<std::int32_t> prompt;
   std::size_t max_tokens = 0;
+  std::uint64_t stream = 0;         // the sample's index among its request's n (draw_key::stream)
   nc::model::llama* net = nullptr;  // this request's sequence (shared weights, its own KV cache)
   std::span<const float> logits{};  // the next-token logits of that sequence
   trace out{};
@@ -68,7 +70,8 @@ std::vector<std::size_t> serve(std::span<request* const> reqs, E&& ex, std::int3
       std::copy(r.logits.begin(), r.logits.end(), logits.begin() + static_cast<std::ptrdiff_t>(b * V));
       // position = the index of the token being generated, so a row's draw key does not depend
       // on when the request arrived or where it sits in the batch.
-      rows.push_back({&r.sampler, nc::row_request{r.prompt, r.out.tokens, {}, r.out.tokens.size()}});
+      rows.push_back(
+          {&r.sampler, nc::row_request{r.prompt, r.out.tokens, {}, r.out.tokens.size(), nullptr, r.stream}});
     }
     results.resize(B);
     top.resize(B * top_n);
@@ -93,7 +96,7 @@ std::vector<std::size_t> serve(std::span<request* const> reqs, E&& ex, std::int3
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"nucleus: continuous batching of four requests with different sampling knobs"};
+  CLI::App app{"nucleus: continuous batching of requests with different sampling knobs (one at n = 3)"};
   std::string model_path;
   int max_tokens = 24;
   std::size_t threads = 2;
@@ -137,6 +140,11 @@ int main(int argc, char** argv) {
     reqs.push_back({"llama_cpp T=0.8 min_p=0.05 seed=3 logprobs=3",
                     nc::presets::llama_cpp({.temperature = 0.8f, .min_p = 0.05f, .seed = 3, .logprobs = 3}),
                     prompt("Tell me a fun fact about octopuses."), budget(2)});
+    // One request at n = 3: the same knobs and seed, three streams, three different samples.
+    for (std::uint64_t stream = 0; stream < 3; ++stream)
+      reqs.push_back({"hf        n=3 T=1.0 top_p=0.95 seed=4, stream " + std::to_string(stream),
+                      nc::presets::hf({.temperature = 1.0f, .top_p = 0.95f, .seed = 4}),
+                      prompt("Name an animal and say why you like it."), budget(2), stream});
     // One sequence per request: copies of a llama share its weights and get their own KV cache.
     // (The forward passes still run one sequence at a time; the sampling is what is batched.)
     std::vector<nc::model::llama> nets(reqs.size() - 1, m->net);

@@ -20,7 +20,8 @@ int main(int argc, char** argv) {
   const auto logits = m->net.prefill(ids);
   nucleus::workspace ws;
   nlohmann::ordered_json top = nlohmann::ordered_json::array();
-  for (const nucleus::token_logprob& t : nucleus::top_logprobs(logits, std::strtoul(argv[3], nullptr, 10), ws))
+  for (const nucleus::token_logprob& t :
+       nucleus::top_logprobs(logits, std::strtoul(argv[3], nullptr, 10), ws))
     top.push_back({{"id", t.token}, {"text", m->tok.token_text(t.token)}, {"logprob", t.logprob}});
   const nlohmann::ordered_json out = {{"prompt_tokens", ids.size()}, {"top", top}};
   std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());

@@ -31,8 +31,9 @@ std::pair<std::string, int> run(std::vector<std::string> stops, const std::vecto
 TEST_CASE("stop strings end the text before them, wherever the token boundaries fall", "[server]") {
   CHECK(run({"\n\n"}, {"a", "b\n", "\nc"}) == std::pair<std::string, int>{"ab", 2});
   CHECK(run({"END"}, {"xE", "N", "D", "y"}) == std::pair<std::string, int>{"x", 2});
-  CHECK(run({"END"}, {"xE", "N", "o"}) == std::pair<std::string, int>{"xENo", -1});  // a false start is released
-  CHECK(run({"ab", "b"}, {"xab"}) == std::pair<std::string, int>{"x", 0});           // the earliest stop wins
+  CHECK(run({"END"}, {"xE", "N", "o"}) ==
+        std::pair<std::string, int>{"xENo", -1});                           // a false start is released
+  CHECK(run({"ab", "b"}, {"xab"}) == std::pair<std::string, int>{"x", 0});  // the earliest stop wins
   CHECK(run({}, {"a", "b"}) == std::pair<std::string, int>{"ab", -1});
 
   // Against brute force: generation stops at the first piece after which the text holds a stop
@@ -68,7 +69,11 @@ TEST_CASE("streamed text never splits a UTF-8 character", "[server]") {
   bool stopped = false;
   CHECK(m.push("a\xe2", stopped) == "a");  // the lead byte of a 3-byte character waits
   CHECK(m.push("\x82", stopped).empty());
-  CHECK(m.push("\xac" "b", stopped) == "\xe2\x82\xac" "b");
+  CHECK(m.push("\xac"
+               "b",
+               stopped) ==
+        "\xe2\x82\xac"
+        "b");
   CHECK(m.push("\xf0\x9f", stopped).empty());
   CHECK(m.flush() == "\xf0\x9f");  // at the end, whatever is left goes out as it is
 }
@@ -76,13 +81,15 @@ TEST_CASE("streamed text never splits a UTF-8 character", "[server]") {
 TEST_CASE("the chat template renders as the model's ChatML", "[server]") {
   const std::string smollm2 =
       "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ "
-      "'<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' "
+      "'<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+      "Face<|im_end|>\n' "
       "}}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% "
       "endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
   const srv::chat_template t(smollm2);
   REQUIRE(t.supported());
   const std::vector<srv::chat_message> user = {{"user", "hi"}, {"assistant", "hello"}, {"user", "more"}};
-  const std::vector<std::pair<std::string, std::string>> pairs = {{"user", "hi"}, {"assistant", "hello"}, {"user", "more"}};
+  const std::vector<std::pair<std::string, std::string>> pairs = {
+      {"user", "hi"}, {"assistant", "hello"}, {"user", "more"}};
   CHECK(t.render(user) == nucleus::model::chatml(pairs, true));
   const std::vector<srv::chat_message> sys = {{"system", "be brief"}, {"user", "hi"}};
   const std::vector<std::pair<std::string, std::string>> sys_pairs = {{"system", "be brief"}, {"user", "hi"}};
@@ -104,13 +111,14 @@ TEST_CASE("request errors name their parameter", "[server]") {
   CHECK(param_of(R"({"prompt": "x", "top_k": 1e30})") == "top_k");
   CHECK(param_of(R"({"prompt": "x", "seed": 1.5})") == "seed");
   CHECK(param_of(R"({"prompt": [1, -2]})") == "prompt[1]");
-  CHECK(param_of(R"({"prompt": "x", "nucleus": {"dry_sequence_breakers": [1]}})") == "nucleus.dry_sequence_breakers[0]");
+  CHECK(param_of(R"({"prompt": "x", "nucleus": {"dry_sequence_breakers": [1]}})") ==
+        "nucleus.dry_sequence_breakers[0]");
   CHECK(param_of(R"({"messages": [{"role": "user", "content": "x", "tool": 1}]})", srv::endpoint::chat) ==
         "messages[0].tool");
   CHECK(param_of(R"({"prompt": "x", "temperature": 0.5, "seed": 18446744073709551615})") == "seed");
   CHECK(param_of(R"({"prompt": "x", "temperature": 0.5, "seed": -1})") == "<accepted>");
-  const srv::generation_request r = srv::parse_request(R"({"prompt": "x", "logprobs": 3, "seed": 9})",
-                                                       srv::endpoint::completions);
+  const srv::generation_request r =
+      srv::parse_request(R"({"prompt": "x", "logprobs": 3, "seed": 9})", srv::endpoint::completions);
   CHECK(r.params.logprobs == 3);
   CHECK(r.params.seed == 9u);
   try {

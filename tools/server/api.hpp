@@ -27,7 +27,10 @@ struct api_error : std::runtime_error {
   std::string type;
   api_error(int http_status, std::string parameter, const std::string& message,
             std::string error_type = "invalid_request_error")
-      : std::runtime_error(message), status(http_status), param(std::move(parameter)), type(std::move(error_type)) {}
+      : std::runtime_error(message),
+        status(http_status),
+        param(std::move(parameter)),
+        type(std::move(error_type)) {}
 
   json body() const {
     return {{"error",
@@ -43,9 +46,9 @@ struct api_error : std::runtime_error {
 }
 
 struct limits {
-  int max_n = 8;               // choices per request
-  int max_logprobs = 20;       // top alternatives per token (OpenAI's chat limit)
-  std::size_t max_stop = 4;    // stop strings per request (OpenAI's limit)
+  int max_n = 8;                 // choices per request
+  int max_logprobs = 20;         // top alternatives per token (OpenAI's chat limit)
+  std::size_t max_stop = 4;      // stop strings per request (OpenAI's limit)
   std::size_t max_items = 4096;  // entries of any list field (logit_bias, token ids, messages)
 };
 
@@ -81,12 +84,18 @@ namespace detail {
 
 inline const char* type_name(const json& v) {
   switch (v.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::boolean: return "a boolean";
-    case json::value_t::string: return "a string";
-    case json::value_t::array: return "an array";
-    case json::value_t::object: return "an object";
-    default: return "a number";
+    case json::value_t::null:
+      return "null";
+    case json::value_t::boolean:
+      return "a boolean";
+    case json::value_t::string:
+      return "a string";
+    case json::value_t::array:
+      return "an array";
+    case json::value_t::object:
+      return "an object";
+    default:
+      return "a number";
   }
 }
 
@@ -117,8 +126,8 @@ inline std::int64_t integer(const json& v, const std::string& param, std::int64_
   }
   if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(hi))
     bad_request(param, "must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-  const std::int64_t i = v.is_number_unsigned() ? static_cast<std::int64_t>(v.get<std::uint64_t>())
-                                                 : v.get<std::int64_t>();
+  const std::int64_t i =
+      v.is_number_unsigned() ? static_cast<std::int64_t>(v.get<std::uint64_t>()) : v.get<std::int64_t>();
   if (i < lo || i > hi)
     bad_request(param, "must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
   return i;
@@ -155,7 +164,8 @@ inline std::vector<std::string> strings(const json& v, const std::string& param,
     out.push_back(v.get<std::string>());
   } else if (v.is_array()) {
     if (v.size() > max_count) bad_request(param, "at most " + std::to_string(max_count) + " entries");
-    for (std::size_t i = 0; i < v.size(); ++i) out.push_back(string(v[i], param + "[" + std::to_string(i) + "]"));
+    for (std::size_t i = 0; i < v.size(); ++i)
+      out.push_back(string(v[i], param + "[" + std::to_string(i) + "]"));
   } else {
     wrong_type(param, v, "a string or an array of strings");
   }
@@ -179,33 +189,58 @@ inline void parse_extension(const json& ext, generation_request& r, const limits
   sampling_params& p = r.params;
   for (const auto& [key, v] : ext.items()) {
     const std::string param = "nucleus." + key;
-    if (key == "preset") r.order = preset(v, param);
-    else if (key == "typical_p") p.typical_p = real(v, param);
-    else if (key == "top_n_sigma") p.top_n_sigma = real(v, param);
-    else if (key == "xtc_probability") p.xtc_probability = real(v, param);
-    else if (key == "xtc_threshold") p.xtc_threshold = real(v, param);
-    else if (key == "epsilon_cutoff") p.epsilon_cutoff = real(v, param);
-    else if (key == "eta_cutoff") p.eta_cutoff = real(v, param);
-    else if (key == "dynatemp_range") p.dynatemp_range = real(v, param);
-    else if (key == "dynatemp_exponent") p.dynatemp_exponent = real(v, param);
-    else if (key == "mirostat") p.mirostat = int32(v, param);
-    else if (key == "mirostat_tau") p.mirostat_tau = real(v, param);
-    else if (key == "mirostat_eta") p.mirostat_eta = real(v, param);
-    else if (key == "penalty_last_n") p.penalty_last_n = int32(v, param);
-    else if (key == "dry_multiplier") p.dry_multiplier = real(v, param);
-    else if (key == "dry_base") p.dry_base = real(v, param);
-    else if (key == "dry_allowed_length") p.dry_allowed_length = int32(v, param);
-    else if (key == "dry_penalty_last_n") p.dry_penalty_last_n = int32(v, param);
-    else if (key == "dry_sequence_breakers") r.dry_breakers = strings(v, param, lim.max_items);
-    else if (key == "no_repeat_ngram_size") p.no_repeat_ngram_size = int32(v, param);
-    else if (key == "allowed_token_ids") p.allowed_token_ids = token_ids(v, param, lim);
-    else if (key == "banned_token_ids") p.banned_token_ids = token_ids(v, param, lim);
-    else if (key == "ignore_eos") r.ignore_eos = boolean(v, param);
+    if (key == "preset")
+      r.order = preset(v, param);
+    else if (key == "typical_p")
+      p.typical_p = real(v, param);
+    else if (key == "top_n_sigma")
+      p.top_n_sigma = real(v, param);
+    else if (key == "xtc_probability")
+      p.xtc_probability = real(v, param);
+    else if (key == "xtc_threshold")
+      p.xtc_threshold = real(v, param);
+    else if (key == "epsilon_cutoff")
+      p.epsilon_cutoff = real(v, param);
+    else if (key == "eta_cutoff")
+      p.eta_cutoff = real(v, param);
+    else if (key == "dynatemp_range")
+      p.dynatemp_range = real(v, param);
+    else if (key == "dynatemp_exponent")
+      p.dynatemp_exponent = real(v, param);
+    else if (key == "mirostat")
+      p.mirostat = int32(v, param);
+    else if (key == "mirostat_tau")
+      p.mirostat_tau = real(v, param);
+    else if (key == "mirostat_eta")
+      p.mirostat_eta = real(v, param);
+    else if (key == "penalty_last_n")
+      p.penalty_last_n = int32(v, param);
+    else if (key == "dry_multiplier")
+      p.dry_multiplier = real(v, param);
+    else if (key == "dry_base")
+      p.dry_base = real(v, param);
+    else if (key == "dry_allowed_length")
+      p.dry_allowed_length = int32(v, param);
+    else if (key == "dry_penalty_last_n")
+      p.dry_penalty_last_n = int32(v, param);
+    else if (key == "dry_sequence_breakers")
+      r.dry_breakers = strings(v, param, lim.max_items);
+    else if (key == "no_repeat_ngram_size")
+      p.no_repeat_ngram_size = int32(v, param);
+    else if (key == "allowed_token_ids")
+      p.allowed_token_ids = token_ids(v, param, lim);
+    else if (key == "banned_token_ids")
+      p.banned_token_ids = token_ids(v, param, lim);
+    else if (key == "ignore_eos")
+      r.ignore_eos = boolean(v, param);
     else if (key == "logprobs_mode") {
       const std::string m = string(v, param);
-      if (m == "raw") p.logprobs_mode = logprob_mode::raw;
-      else if (m == "processed") p.logprobs_mode = logprob_mode::processed;
-      else bad_request(param, "must be raw or processed");
+      if (m == "raw")
+        p.logprobs_mode = logprob_mode::raw;
+      else if (m == "processed")
+        p.logprobs_mode = logprob_mode::processed;
+      else
+        bad_request(param, "must be raw or processed");
     } else {
       bad_request(param, "unknown field");
     }
@@ -215,7 +250,8 @@ inline void parse_extension(const json& ext, generation_request& r, const limits
 inline std::vector<chat_message> messages(const json& v, const limits& lim) {
   if (!v.is_array()) wrong_type("messages", v, "an array of messages");
   if (v.empty()) bad_request("messages", "must hold at least one message");
-  if (v.size() > lim.max_items) bad_request("messages", "more than " + std::to_string(lim.max_items) + " messages");
+  if (v.size() > lim.max_items)
+    bad_request("messages", "more than " + std::to_string(lim.max_items) + " messages");
   std::vector<chat_message> out;
   for (std::size_t i = 0; i < v.size(); ++i) {
     const std::string param = "messages[" + std::to_string(i) + "]";
@@ -223,14 +259,16 @@ inline std::vector<chat_message> messages(const json& v, const limits& lim) {
     if (!m.is_object()) wrong_type(param, m, "an object");
     chat_message msg;
     for (const auto& [key, f] : m.items()) {
-      if (key == "role") msg.role = string(f, param + ".role");
+      if (key == "role")
+        msg.role = string(f, param + ".role");
       else if (key == "content") {
         if (f.is_string()) {
           msg.content = f.get<std::string>();
         } else if (f.is_array()) {  // [{"type": "text", "text": ...}, ...]
           for (std::size_t k = 0; k < f.size(); ++k) {
             const std::string part = param + ".content[" + std::to_string(k) + "]";
-            if (!f[k].is_object() || !f[k].contains("type") || f[k]["type"] != "text" || !f[k].contains("text"))
+            if (!f[k].is_object() || !f[k].contains("type") || f[k]["type"] != "text" ||
+                !f[k].contains("text"))
               bad_request(part, "only parts of type text are supported");
             msg.content += string(f[k]["text"], part + ".text");
           }
@@ -272,40 +310,58 @@ inline generation_request parse_request(std::string_view body, endpoint kind, co
   const json* top_logprobs = nullptr;
   for (const auto& [key, v] : j.items()) {
     const bool chat = kind == endpoint::chat;
-    if (key == "model") string(v, key);  // one model is served: any name is accepted
+    if (key == "model")
+      string(v, key);  // one model is served: any name is accepted
     else if (key == "prompt" && !chat) {
       have_prompt = true;
-      if (v.is_string()) r.prompt = v.get<std::string>();
-      else if (v.is_array() && !v.empty() && v[0].is_string() && v.size() == 1) r.prompt = v[0].get<std::string>();
-      else if (v.is_array()) r.prompt = token_ids(v, key, lim);
-      else wrong_type(key, v, "a string or an array of token ids");
+      if (v.is_string())
+        r.prompt = v.get<std::string>();
+      else if (v.is_array() && !v.empty() && v[0].is_string() && v.size() == 1)
+        r.prompt = v[0].get<std::string>();
+      else if (v.is_array())
+        r.prompt = token_ids(v, key, lim);
+      else
+        wrong_type(key, v, "a string or an array of token ids");
     } else if (key == "messages" && kind != endpoint::completions) {
       r.messages = messages(v, lim);
       have_prompt = true;
     } else if (key == "max_tokens" || (chat && key == "max_completion_tokens")) {
       if (!v.is_null()) r.max_tokens = int32(v, key, 1);
-    } else if (key == "temperature") p.temperature = real(v, key);
-    else if (key == "top_p") p.top_p = real(v, key);
-    else if (key == "top_k") p.top_k = int32(v, key, -1);
-    else if (key == "min_p") p.min_p = real(v, key);
+    } else if (key == "temperature")
+      p.temperature = real(v, key);
+    else if (key == "top_p")
+      p.top_p = real(v, key);
+    else if (key == "top_k")
+      p.top_k = int32(v, key, -1);
+    else if (key == "min_p")
+      p.min_p = real(v, key);
     else if (key == "seed") {
       if (!v.is_null())
         r.seed = static_cast<std::uint64_t>(integer(v, key, std::numeric_limits<std::int64_t>::min(),
                                                     std::numeric_limits<std::int64_t>::max()));
-    } else if (key == "n") r.n = int32(v, key, 1, lim.max_n);
+    } else if (key == "n")
+      r.n = int32(v, key, 1, lim.max_n);
     else if (key == "stop") {
       if (!v.is_null()) r.stop = strings(v, key, lim.max_stop);
-    } else if (key == "logprobs") logprobs = &v;
-    else if (key == "top_logprobs" && chat) top_logprobs = &v;
-    else if (key == "echo" && kind == endpoint::completions) r.echo = boolean(v, key);
-    else if (key == "presence_penalty") p.presence_penalty = real(v, key);
-    else if (key == "frequency_penalty") p.frequency_penalty = real(v, key);
-    else if (key == "repetition_penalty") p.repetition_penalty = real(v, key);
-    else if (key == "min_tokens") p.min_tokens = int32(v, key, 0);
+    } else if (key == "logprobs")
+      logprobs = &v;
+    else if (key == "top_logprobs" && chat)
+      top_logprobs = &v;
+    else if (key == "echo" && kind == endpoint::completions)
+      r.echo = boolean(v, key);
+    else if (key == "presence_penalty")
+      p.presence_penalty = real(v, key);
+    else if (key == "frequency_penalty")
+      p.frequency_penalty = real(v, key);
+    else if (key == "repetition_penalty")
+      p.repetition_penalty = real(v, key);
+    else if (key == "min_tokens")
+      p.min_tokens = int32(v, key, 0);
     else if (key == "logit_bias") {
       if (v.is_null()) continue;
       if (!v.is_object()) wrong_type(key, v, "an object of token id -> bias");
-      if (v.size() > lim.max_items) bad_request(key, "more than " + std::to_string(lim.max_items) + " entries");
+      if (v.size() > lim.max_items)
+        bad_request(key, "more than " + std::to_string(lim.max_items) + " entries");
       for (const auto& [id, b] : v.items()) {
         const std::string param = "logit_bias." + id;
         std::size_t used = 0;
@@ -321,13 +377,16 @@ inline generation_request parse_request(std::string_view body, endpoint kind, co
         if (bias < -100.0f || bias > 100.0f) bad_request(param, "must be in [-100, 100]");
         p.logit_bias.push_back({static_cast<std::int32_t>(t), bias});
       }
-    } else if (key == "stream" && kind != endpoint::distribution) r.stream = v.is_null() ? false : boolean(v, key);
+    } else if (key == "stream" && kind != endpoint::distribution)
+      r.stream = v.is_null() ? false : boolean(v, key);
     else if (key == "stream_options" && kind != endpoint::distribution) {
       if (v.is_null()) continue;
       if (!v.is_object()) wrong_type(key, v, "an object");
       for (const auto& [k2, f] : v.items()) {
-        if (k2 == "include_usage") r.include_usage = boolean(f, "stream_options.include_usage");
-        else bad_request("stream_options." + k2, "unknown field");
+        if (k2 == "include_usage")
+          r.include_usage = boolean(f, "stream_options.include_usage");
+        else
+          bad_request("stream_options." + k2, "unknown field");
       }
     } else if (key == "user") {
       if (!v.is_null()) string(v, key);
@@ -336,9 +395,12 @@ inline generation_request parse_request(std::string_view body, endpoint kind, co
         bad_request(key, "only best_of = 1 (or equal to n) is supported");
     } else if (key == "suffix" && kind == endpoint::completions) {
       if (!v.is_null()) bad_request(key, "not supported");
-    } else if (key == "top" && kind == endpoint::distribution) r.top = int32(v, key, 1, 100);
-    else if (key == "nucleus") parse_extension(v, r, lim);
-    else bad_request(key, "unknown field");
+    } else if (key == "top" && kind == endpoint::distribution)
+      r.top = int32(v, key, 1, 100);
+    else if (key == "nucleus")
+      parse_extension(v, r, lim);
+    else
+      bad_request(key, "unknown field");
   }
   if (!have_prompt) bad_request(kind == endpoint::chat ? "messages" : "prompt", "required");
   if (r.kind == endpoint::distribution && !r.messages.empty() && j.contains("prompt"))
@@ -370,12 +432,21 @@ inline api_error sampler_error(const std::invalid_argument& e) {
   std::string message = what;
   if (what.rfind(prefix, 0) == 0) {
     const std::size_t colon = what.find(':', prefix.size());
-    field = what.substr(prefix.size(), colon == std::string::npos ? std::string::npos : colon - prefix.size());
+    field =
+        what.substr(prefix.size(), colon == std::string::npos ? std::string::npos : colon - prefix.size());
     if (colon != std::string::npos) message = what.substr(colon + 2);
   }
-  static const char* top_level[] = {"temperature",       "top_p",        "top_k",       "min_p",
-                                    "presence_penalty",  "frequency_penalty", "repetition_penalty",
-                                    "logit_bias",        "min_tokens",   "logprobs",    "seed"};
+  static const char* top_level[] = {"temperature",
+                                    "top_p",
+                                    "top_k",
+                                    "min_p",
+                                    "presence_penalty",
+                                    "frequency_penalty",
+                                    "repetition_penalty",
+                                    "logit_bias",
+                                    "min_tokens",
+                                    "logprobs",
+                                    "seed"};
   bool top = field.empty();
   for (const char* t : top_level) top = top || field == t;
   const std::string param = top ? field : "nucleus." + field;

@@ -35,23 +35,19 @@ using srv::json;
 
 namespace {
 
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
 
 // A token's text as JSON shows it (bytes that are not UTF-8 on their own become U+FFFD).
-json token_string(const std::string& bytes) { return json::parse(dump(json(bytes))); }
+json token_string(const std::string& bytes) {
+  return json::parse(dump(json(bytes)));
+}
 
 json token_bytes(const std::string& bytes) {
   json out = json::array();
   for (unsigned char c : bytes) out.push_back(c);
   return out;
-}
-
-std::uint64_t choice_seed(std::uint64_t seed, std::size_t choice) {
-  if (choice == 0) return seed;  // n = 1 draws exactly what the library draws with this seed
-  std::uint64_t z = seed + 0x9e3779b97f4a7c15ull * choice;  // splitmix64 of (seed, choice)
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
 }
 
 struct server_options {
@@ -62,8 +58,12 @@ struct server_options {
 class service {
  public:
   service(nc::examples::loaded_model& m, std::string name, srv::scheduler::options sched, server_options opt)
-      : m_(m), name_(std::move(name)), opt_(opt), chat_(nc::io::get_string(m.file, "tokenizer.chat_template")),
-        scheduler_(m.net, m.tok, sched), created_(std::time(nullptr)) {
+      : m_(m),
+        name_(std::move(name)),
+        opt_(opt),
+        chat_(nc::io::get_string(m.file, "tokenizer.chat_template")),
+        scheduler_(m.net, m.tok, sched),
+        created_(std::time(nullptr)) {
     if (auto end = m.tok.find("<|im_end|>")) im_end_ = *end;
   }
 
@@ -123,7 +123,8 @@ class service {
     const char* param = r.messages.empty() ? "prompt" : "messages";
     if (!r.messages.empty()) {
       if (!chat_.supported())
-        throw api_error(400, "messages", "messages: this model's chat template is not ChatML; use /v1/completions");
+        throw api_error(400, "messages",
+                        "messages: this model's chat template is not ChatML; use /v1/completions");
       ids = m_.tok.encode(chat_.render(r.messages));
     } else if (const auto* text = std::get_if<std::string>(&r.prompt)) {
       try {
@@ -135,7 +136,9 @@ class service {
       ids = std::get<std::vector<std::int32_t>>(r.prompt);
       for (std::int32_t t : ids)
         if (t >= m_.net.vocab())
-          throw api_error(400, param, std::string(param) + ": token id " + std::to_string(t) + " is not in the vocabulary");
+          throw api_error(
+              400, param,
+              std::string(param) + ": token id " + std::to_string(t) + " is not in the vocabulary");
     }
     if (ids.empty()) throw api_error(400, param, std::string(param) + ": empty (it has no tokens)");
     if (static_cast<std::int64_t>(ids.size()) >= m_.net.context())
@@ -148,31 +151,30 @@ class service {
   void check_ids(const char* param, const std::vector<std::int32_t>& ids) const {
     for (std::int32_t t : ids)
       if (t >= m_.net.vocab())
-        throw api_error(400, param, std::string(param) + ": token id " + std::to_string(t) + " is not in the vocabulary");
+        throw api_error(400, param,
+                        std::string(param) + ": token id " + std::to_string(t) + " is not in the vocabulary");
   }
 
-  // One sampler per choice: the request's knobs, its seed per choice, the model's end tokens.
-  std::vector<std::shared_ptr<const nc::sampler>> samplers(srv::generation_request& r, bool chat) {
+  // The request's sampler: its knobs and seed, the model's end tokens. Its n choices share it and
+  // draw on their own streams of the key (draw_key::stream = the choice's index).
+  std::shared_ptr<const nc::sampler> make_sampler(srv::generation_request& r, bool chat) {
     nc::sampling_params p = r.params;
     for (const nc::token_bias& b : p.logit_bias)
       if (b.token >= m_.net.vocab())
-        throw api_error(400, "logit_bias." + std::to_string(b.token), "logit_bias: token id " + std::to_string(b.token) +
-                                                                          " is not in the vocabulary");
+        throw api_error(400, "logit_bias." + std::to_string(b.token),
+                        "logit_bias: token id " + std::to_string(b.token) + " is not in the vocabulary");
     check_ids("nucleus.allowed_token_ids", p.allowed_token_ids);
     check_ids("nucleus.banned_token_ids", p.banned_token_ids);
     if (!r.ignore_eos) p.eos_token_ids = end_tokens(chat);
-    if (!r.dry_breakers.empty()) p.dry_sequence_breakers = nc::model::dry_sequence_breakers(m_.tok, r.dry_breakers);
+    if (!r.dry_breakers.empty())
+      p.dry_sequence_breakers = nc::model::dry_sequence_breakers(m_.tok, r.dry_breakers);
     if (!r.seed) r.seed = std::random_device{}() * 0x100000001ull ^ std::random_device{}();
-    std::vector<std::shared_ptr<const nc::sampler>> out;
-    for (int i = 0; i < r.n; ++i) {
-      p.seed = choice_seed(*r.seed, static_cast<std::size_t>(i));
-      try {
-        out.push_back(std::make_shared<const nc::sampler>(p, r.order));
-      } catch (const std::invalid_argument& e) {
-        throw srv::sampler_error(e);
-      }
+    p.seed = *r.seed;
+    try {
+      return std::make_shared<const nc::sampler>(p, r.order);
+    } catch (const std::invalid_argument& e) {
+      throw srv::sampler_error(e);
     }
-    return out;
   }
 
   std::vector<std::int32_t> end_tokens(bool chat) const {
@@ -184,7 +186,8 @@ class service {
 
   void handle(srv::endpoint kind, const httplib::Request& req, httplib::Response& res) {
     srv::generation_request r = srv::parse_request(req.body, kind, opt_.limits);
-    const bool chat = kind == srv::endpoint::chat || (kind == srv::endpoint::distribution && !r.messages.empty());
+    const bool chat =
+        kind == srv::endpoint::chat || (kind == srv::endpoint::distribution && !r.messages.empty());
     std::vector<std::int32_t> prompt = prompt_tokens(r);
     if (kind == srv::endpoint::distribution) return distribution(r, std::move(prompt), chat, res);
     if (r.echo && r.logprobs >= 0) throw api_error(400, "echo", "echo: not supported together with logprobs");
@@ -195,14 +198,15 @@ class service {
                       "max_tokens: " + std::to_string(max_tokens) + " tokens after a prompt of " +
                           std::to_string(prompt.size()) + " exceed the context of " +
                           std::to_string(m_.net.context()));
-    auto samplers_ = samplers(r, chat);
-    auto channel = std::make_shared<srv::request_channel>(samplers_.size());
+    const auto sampler = make_sampler(r, chat);
+    const auto n = static_cast<std::size_t>(r.n);
+    auto channel = std::make_shared<srv::request_channel>(n);
     channel->prompt_tokens = prompt.size();
     std::vector<srv::sequence_job> jobs;
-    for (std::size_t i = 0; i < samplers_.size(); ++i) {
+    for (std::size_t i = 0; i < n; ++i) {
       srv::sequence_job j;
       j.prompt = prompt;
-      j.sampling = samplers_[i];
+      j.sampling = sampler;
       j.max_tokens = max_tokens;
       j.stop = r.stop;
       if (!r.ignore_eos) j.stop_tokens = end_tokens(chat);
@@ -228,7 +232,8 @@ class service {
   struct completion_logprobs {
     json tokens = json::array(), token_logprobs = json::array(), top = json::array(), offsets = json::array();
   };
-  void add_completion_logprobs(completion_logprobs& lp, const srv::token_event& ev, std::size_t offset) const {
+  void add_completion_logprobs(completion_logprobs& lp, const srv::token_event& ev,
+                               std::size_t offset) const {
     lp.tokens.push_back(token_string(m_.tok.token_text(ev.token)));
     lp.token_logprobs.push_back(ev.result.logprob);
     json top = json::object();
@@ -261,14 +266,19 @@ class service {
     std::vector<std::string> finish(n);
     srv::token_event ev;
     while (ch.next(ev)) {
-      if (!ev.error.empty()) throw api_error(500, "", "generation failed: " + ev.error, "server_error");
+      if (!ev.error.empty()) {
+        ch.cancelled = true;  // the other choices stop at the next step
+        throw api_error(500, "", "generation failed: " + ev.error, "server_error");
+      }
       if (ev.end) {
         finish[ev.choice] = ev.finish;
         continue;
       }
       if (ev.token >= 0 && r.logprobs >= 0) {
-        if (chat) content[ev.choice].push_back(chat_logprob(ev));
-        else add_completion_logprobs(lp[ev.choice], ev, text[ev.choice].size());
+        if (chat)
+          content[ev.choice].push_back(chat_logprob(ev));
+        else
+          add_completion_logprobs(lp[ev.choice], ev, text[ev.choice].size());
       }
       text[ev.choice] += ev.text;
     }
@@ -323,8 +333,10 @@ class service {
           std::vector<std::size_t> offset(n, echo.size());
           for (std::size_t i = 0; i < n; ++i) {  // the first chunk: the role, or the echoed prompt
             json c = {{"index", i}, {"finish_reason", nullptr}, {"logprobs", nullptr}};
-            if (chat) c["delta"] = {{"role", "assistant"}, {"content", ""}};
-            else c["text"] = echo;
+            if (chat)
+              c["delta"] = {{"role", "assistant"}, {"content", ""}};
+            else
+              c["text"] = echo;
             if (!send(chunk(json::array({c})))) return leave();
           }
           srv::token_event ev;
@@ -337,11 +349,15 @@ class service {
             }
             if (ev.end) {
               c["finish_reason"] = ev.finish;
-              if (chat) c["delta"] = json::object();
-              else c["text"] = "";
+              if (chat)
+                c["delta"] = json::object();
+              else
+                c["text"] = "";
             } else {
-              if (chat) c["delta"] = {{"content", ev.text}};
-              else c["text"] = ev.text;
+              if (chat)
+                c["delta"] = {{"content", ev.text}};
+              else
+                c["text"] = ev.text;
               if (ev.token >= 0 && r.logprobs >= 0) {
                 if (chat) {
                   c["logprobs"] = {{"content", json::array({chat_logprob(ev)})}};
@@ -378,7 +394,7 @@ class service {
   void distribution(srv::generation_request& r, std::vector<std::int32_t> prompt, bool chat,
                     httplib::Response& res) {
     const bool seeded = r.seed.has_value();
-    auto sampler = samplers(r, chat).front();
+    auto sampler = make_sampler(r, chat);
     auto channel = std::make_shared<srv::request_channel>(1);
     auto result = std::make_shared<json>();
     const auto top_n = static_cast<std::size_t>(r.top);
@@ -451,7 +467,8 @@ int main(int argc, char** argv) {
   std::size_t threads = 2, max_batch = 8, max_queue = 256, max_body = 1 << 20;
   std::int64_t ctx = 2048;
   int max_n = 8;
-  app.add_option("--model", model_path, "a GGUF model (default: SmolLM2-135M-Instruct from scripts/get-model)");
+  app.add_option("--model", model_path,
+                 "a GGUF model (default: SmolLM2-135M-Instruct from scripts/get-model)");
   app.add_option("--host", host, "address to listen on (default 127.0.0.1: this machine only)");
   app.add_option("--port", port, "port (0: any free port, printed at start)")->check(CLI::Range(0, 65535));
   app.add_option("--threads", threads, "threads for sampling and forward passes")->check(CLI::Range(1, 256));
@@ -459,7 +476,8 @@ int main(int argc, char** argv) {
   app.add_option("--ctx", ctx, "context length of each sequence")->check(CLI::Range(16, 1 << 20));
   app.add_option("--max-queue", max_queue, "sequences waiting to join before requests get 503")
       ->check(CLI::Range(1, 1 << 20));
-  app.add_option("--max-body", max_body, "largest request body in bytes (larger: 413)")->check(CLI::Range(64, 1 << 30));
+  app.add_option("--max-body", max_body, "largest request body in bytes (larger: 413)")
+      ->check(CLI::Range(64, 1 << 30));
   app.add_option("--max-n", max_n, "most choices (n) per request")->check(CLI::Range(1, 256));
   CLI11_PARSE(app, argc, argv);
 
@@ -491,7 +509,7 @@ int main(int argc, char** argv) {
     svr.set_keep_alive_timeout(2);
     svr.set_error_handler([](const httplib::Request&, httplib::Response& res) {
       if (!res.body.empty()) return;
-      const char* what = res.status == 413 ? "the request body is larger than the server's --max-body"
+      const char* what = res.status == 413   ? "the request body is larger than the server's --max-body"
                          : res.status == 404 ? "no such endpoint"
                                              : "request failed";
       res.set_content(dump(api_error(res.status, "", what).body()), "application/json");
@@ -523,8 +541,8 @@ int main(int argc, char** argv) {
       svr.stop();
     });
     std::printf("nucleus-server: %s, vocabulary %lld, context %lld, max batch %zu, %zu threads\n",
-                model_path.c_str(), static_cast<long long>(m->net.vocab()), static_cast<long long>(ctx), max_batch,
-                threads);
+                model_path.c_str(), static_cast<long long>(m->net.vocab()), static_cast<long long>(ctx),
+                max_batch, threads);
     std::printf("nucleus-server: listening on http://%s:%d%s\n", host.c_str(), bound,
                 host == "127.0.0.1" ? " (this machine only; --host 0.0.0.0 listens on every interface)" : "");
     std::fflush(stdout);

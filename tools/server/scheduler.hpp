@@ -90,10 +90,10 @@ struct scheduler_stats {
   std::uint64_t steps = 0;
   std::uint64_t tokens = 0;
   std::uint64_t prefills = 0;
-  double step_seconds = 0;      // whole steps: sampling + forward passes
-  double sample_seconds = 0;    // batch_sampler calls
-  double forward_seconds = 0;   // decode passes
-  double prefill_seconds = 0;   // prompts
+  double step_seconds = 0;     // whole steps: sampling + forward passes
+  double sample_seconds = 0;   // batch_sampler calls
+  double forward_seconds = 0;  // decode passes
+  double prefill_seconds = 0;  // prompts
   std::size_t active = 0;
   std::size_t queued = 0;
   std::size_t max_batch = 0;
@@ -164,7 +164,9 @@ class scheduler {
   };
 
   scheduler(const model::llama& net, const model::tokenizer& tok, options opt)
-      : tok_(tok), opt_(opt), pool_(std::max<std::size_t>(1, opt.threads)),
+      : tok_(tok),
+        opt_(opt),
+        pool_(std::max<std::size_t>(1, opt.threads)),
         sampler_(static_cast<std::size_t>(net.vocab()), pool_.concurrency()) {
     slots_.assign(opt_.max_batch, net);  // copies share the weights; each has its own KV cache
     free_.resize(opt_.max_batch);
@@ -349,18 +351,23 @@ class scheduler {
       for (std::size_t b = 0; b < B; ++b) {
         active_sequence& a = active[b];
         std::copy(a.logits.begin(), a.logits.end(), logits.begin() + static_cast<std::ptrdiff_t>(b * vocab_));
-        // position: the index of the token being generated, so a draw does not depend on batchmates.
-        rows.push_back({a.job.sampling.get(), row_request{a.job.prompt, a.output, {}, a.output.size(), &a.mu}});
+        // position: the index of the token being generated, so a draw does not depend on batchmates;
+        // stream: the choice, so a request's n choices differ and choice 0 is the n = 1 answer.
+        rows.push_back({a.job.sampling.get(),
+                        row_request{a.job.prompt, a.output, {}, a.output.size(), &a.mu, a.job.choice}});
       }
       results.assign(B, {});
       top.resize(B * top_n);
-      sampler_.sample(logits_matrix<float>{logits.data(), B, vocab_, vocab_}, rows, results, pool_, top, top_n);
+      sampler_.sample(logits_matrix<float>{logits.data(), B, vocab_, vocab_}, rows, results, pool_, top,
+                      top_n);
       const auto t1 = clock::now();
       going.clear();
       for (std::size_t b = 0; b < B; ++b) {
         const std::span<const token_logprob> t(top.data() + b * top_n, results[b].top_count);
-        if (advance(active[b], results[b], t)) going.push_back(b);
-        else active[b].done = true;
+        if (advance(active[b], results[b], t))
+          going.push_back(b);
+        else
+          active[b].done = true;
       }
       // The forward passes, one sequence per task: each touches only its own KV cache and buffers.
       pool_.bulk(going.size(), [&](std::size_t i, std::size_t) {

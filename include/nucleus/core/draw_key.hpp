@@ -1,4 +1,4 @@
-// All the randomness a draw uses: a counter-based generator keyed by (seed, position).
+// All the randomness a draw uses: a counter-based generator keyed by (seed, position, stream).
 #pragma once
 
 #include <cstdint>
@@ -6,10 +6,12 @@
 namespace nucleus {
 
 // There is no hidden generator state: the same key gives the same uniform on every run, thread and
-// build. An engine passes the request's seed and the index of the token being generated.
+// build. An engine passes the request's seed, the index of the token being generated, and the
+// sample's index among a request's n samples (stream 0 is the key without a stream, bit for bit).
 struct draw_key {
   std::uint64_t seed = 0;
   std::uint64_t position = 0;
+  std::uint64_t stream = 0;
 
   friend bool operator==(const draw_key&, const draw_key&) = default;
 };
@@ -23,9 +25,12 @@ constexpr std::uint64_t mix64(std::uint64_t z) noexcept {
   return z ^ (z >> 31);
 }
 
+// mix64(0) == 0, so stream 0 leaves every earlier draw unchanged; other streams xor in their own
+// mixed word, independent of seed and position.
 constexpr std::uint64_t key_bits(draw_key k) noexcept {
-  return mix64(k.seed ^ mix64(k.position + 0x9E3779B97F4A7C15ull));
+  return mix64(k.seed ^ mix64(k.position + 0x9E3779B97F4A7C15ull) ^ mix64(k.stream * 0xC2B2AE3D27D4EB4Full));
 }
+static_assert(mix64(0) == 0);
 
 // Uniform in [0, 1) with 53 random bits.
 constexpr double uniform(draw_key k) noexcept {

@@ -40,6 +40,7 @@ struct row_request {
   std::uint64_t position = 0;              // the draw key's position: the index of this token
   float* mirostat_mu = nullptr;            // mirostat's mu, owned by the request (start: 2 * tau);
                                            // required when params.mirostat != 0, updated by the draw
+  std::uint64_t stream = 0;                // the sample's index among a request's n (draw_key::stream)
 };
 
 struct row_result {
@@ -110,7 +111,7 @@ class sampler {
       return {nullptr, nullptr, 0, false, status::invalid_input};
     return with_row(row, ws, rq, [&](auto x) {
       row_state s(x, ws);
-      const draw_key key{params_.seed, rq.position};
+      const draw_key key{params_.seed, rq.position, rq.stream};
       if (params_.mirostat != 0) {
         temperature_stage{{}, params_.temperature}.apply(s);
         if (params_.mirostat == 1) mirostat_v1(rq).truncate(s);
@@ -135,7 +136,7 @@ class sampler {
   row_result run(const C& c, std::span<const U> x, std::span<const T> raw, workspace& ws,
                  const row_request& rq, std::span<token_logprob> top) const {
     row_state s(x, ws);
-    const sample_result d = c.finish(s, draw_key{params_.seed, rq.position});
+    const sample_result d = c.finish(s, draw_key{params_.seed, rq.position, rq.stream});
     row_result r{d.token, d.logprob, 0, 0, d.status};
     if (d.status != status::ok || params_.logprobs < 0) return r;
     const std::size_t n = std::min(top_n(), top.size());
