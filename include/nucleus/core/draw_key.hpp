@@ -37,9 +37,9 @@ constexpr double uniform(draw_key k) noexcept {
   return static_cast<double>(key_bits(k) >> 11) * 0x1.0p-53;
 }
 
-// Independent streams of one key, for stages that flip a coin before the draw (xtc): stream s > 0
-// never reuses the draw's own bits.
-enum class key_stream : std::uint64_t { draw = 0, xtc = 1 };
+// Independent streams of one key, for stages that flip a coin before the draw (xtc) and for the
+// acceptance coin of speculative verification: stream s > 0 never reuses the draw's own bits.
+enum class key_stream : std::uint64_t { draw = 0, xtc = 1, verify = 2 };
 constexpr double uniform(draw_key k, key_stream s) noexcept {
   if (s == key_stream::draw) return uniform(k);
   const std::uint64_t bits =
