@@ -6,6 +6,7 @@
 #include "nucleus/engine/params.hpp"
 #include "nucleus/engine/processors.hpp"
 #include "nucleus/engine/sampler.hpp"
+#include "nucleus/engine/speculative.hpp"
 #include "nucleus/engine/thread_pool.hpp"
 #include "nucleus/nucleus.hpp"
 #include "nucleus/ops/logprobs_of.hpp"
