@@ -140,6 +140,7 @@ long_prompt = "word " * (CTX + 100)
 faults = [
     ("/v1/completions", b"{not json", 400, None),
     ("/v1/completions", b"[1, 2]", 400, None),
+    ("/v1/completions", b'{"prompt": "x", "temperature": 8e999}', 400, None),
     ("/v1/completions", {"prompt": 5}, 400, "prompt"),
     ("/v1/completions", {"prompt": "x", "temperature": "hot"}, 400, "temperature"),
     ("/v1/completions", {"prompt": "x", "top_p": 2}, 400, "top_p"),

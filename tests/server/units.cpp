@@ -117,6 +117,9 @@ TEST_CASE("request errors name their parameter", "[server]") {
         "messages[0].tool");
   CHECK(param_of(R"({"prompt": "x", "temperature": 0.5, "seed": 18446744073709551615})") == "seed");
   CHECK(param_of(R"({"prompt": "x", "temperature": 0.5, "seed": -1})") == "<accepted>");
+  // Found by the fuzzer: a number past double's range is nlohmann's out_of_range, not a parse_error.
+  CHECK(param_of(R"({"prompt": "x", "temperature": 8e999})").empty());
+  CHECK(param_of("{\"prompt\": \"x\", \"top_p\": 1" + std::string(400, '0') + "}").empty());
   const srv::generation_request r =
       srv::parse_request(R"({"prompt": "x", "logprobs": 3, "seed": 9})", srv::endpoint::completions);
   CHECK(r.params.logprobs == 3);

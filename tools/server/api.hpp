@@ -298,7 +298,7 @@ inline generation_request parse_request(std::string_view body, endpoint kind, co
   json j;
   try {
     j = json::parse(body.begin(), body.end());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // a syntax error, or a number too large for a double (406)
     throw api_error(400, "", std::string("malformed JSON: ") + e.what());
   }
   if (!j.is_object()) throw api_error(400, "", "the request body must be a JSON object");
