@@ -42,14 +42,14 @@ t.check("GET /v1/models through the client", len(models.data) == 1 and model.sta
 # exercises the threads runs (a client, a disconnect, concurrent clients, SIGTERM), with 1-2 tokens.
 THREADS = os.environ.get("NUCLEUS_SERVER_TEST_MODE") == "threads"
 prompt = "The three primary colors are"
-kw = dict(model=model, prompt=prompt, max_tokens=2 if THREADS else 10, temperature=0.8, top_p=0.95, seed=7,
+kw = dict(model=model, prompt=prompt, max_tokens=2 if THREADS else 4 if SMALL else 10, temperature=0.8, top_p=0.95, seed=7,
           logprobs=3)
 one = client.completions.create(n=1, **kw)
 t.check("a completion through the client", one.choices[0].finish_reason in ("stop", "length"))
 if not THREADS:
     # --- completions through the official client ------------------------------------------------------
     prompt = "The three primary colors are"
-    kw = dict(model=model, prompt=prompt, max_tokens=10, temperature=0.8, top_p=0.95, seed=7, logprobs=3)
+    kw = dict(model=model, prompt=prompt, max_tokens=4 if SMALL else 10, temperature=0.8, top_p=0.95, seed=7, logprobs=3)
     a = client.completions.create(n=2, **kw)
     b = client.completions.create(n=2, **kw)
     one = client.completions.create(n=1, **kw)
@@ -111,8 +111,8 @@ if not THREADS:
 
     # --- chat ---------------------------------------------------------------------------------------------
     messages = [{"role": "user", "content": "Name a fruit."}]
-    chat = client.chat.completions.create(model=model, messages=messages, max_tokens=12, seed=3, temperature=0.7,
-                                          logprobs=True, top_logprobs=2)
+    chat = client.chat.completions.create(model=model, messages=messages, max_tokens=5 if SMALL else 12, seed=3,
+                                          temperature=0.7, logprobs=True, top_logprobs=2)
     msg = chat.choices[0]
     content = msg.logprobs.content
     t.check("chat: assistant message", msg.message.role == "assistant" and len(msg.message.content) > 0, str(msg))
@@ -120,8 +120,8 @@ if not THREADS:
             bytes(b for c in content for b in c.bytes).decode(errors="replace") == msg.message.content
             or msg.finish_reason == "stop", str(content))
     t.check("chat: top_logprobs 2 each", all(len(c.top_logprobs) == 2 for c in content))
-    chat_stream = list(client.chat.completions.create(model=model, messages=messages, max_tokens=12, seed=3,
-                                                      temperature=0.7, stream=True))
+    chat_stream = list(client.chat.completions.create(model=model, messages=messages, max_tokens=5 if SMALL else 12,
+                                                      seed=3, temperature=0.7, stream=True))
     t.check("chat stream: role first, same content",
             chat_stream[0].choices[0].delta.role == "assistant" and
             "".join(c.choices[0].delta.content or "" for c in chat_stream if c.choices) == msg.message.content)
