@@ -46,10 +46,11 @@ struct api_error : std::runtime_error {
 }
 
 struct limits {
-  int max_n = 8;                 // choices per request
-  int max_logprobs = 20;         // top alternatives per token (OpenAI's chat limit)
-  std::size_t max_stop = 4;      // stop strings per request (OpenAI's limit)
-  std::size_t max_items = 4096;  // entries of any list field (logit_bias, token ids, messages)
+  int max_n = 8;                  // choices per request
+  int max_logprobs = 20;          // top alternatives per token (OpenAI's chat limit)
+  std::size_t max_stop = 4;       // stop strings per request (OpenAI's limit)
+  std::size_t max_items = 4096;   // entries of any list field (logit_bias, token ids, messages)
+  std::size_t max_breakers = 64;  // DRY breaker strings: each is a scan of the vocabulary
 };
 
 struct chat_message {
@@ -224,7 +225,7 @@ inline void parse_extension(const json& ext, generation_request& r, const limits
     else if (key == "dry_penalty_last_n")
       p.dry_penalty_last_n = int32(v, param);
     else if (key == "dry_sequence_breakers")
-      r.dry_breakers = strings(v, param, lim.max_items);
+      r.dry_breakers = strings(v, param, lim.max_breakers);
     else if (key == "no_repeat_ngram_size")
       p.no_repeat_ngram_size = int32(v, param);
     else if (key == "allowed_token_ids")
