@@ -26,7 +26,8 @@ t = harness.Checks()
 
 def browse(query, *extra):
     url = server.url + "/?" + urllib.parse.urlencode(query)
-    cmd = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
+    cmd = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+           "--disable-extensions",
            f"--user-data-dir={out_dir}/chromium-profile", "--virtual-time-budget=30000", *extra, url]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
 
