@@ -106,14 +106,7 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--threads", threads, "threads of the batch sampler's pool")->check(CLI::Range(1, 64));
   CLI11_PARSE(app, argc, argv);
-  if (model_path.empty()) {
-    auto p = nc::examples::default_model();
-    if (!p) {
-      std::fprintf(stderr, "engine_loop: no --model and no default model; run scripts/get-model\n");
-      return 1;
-    }
-    model_path = p->string();
-  }
+  if (!nc::examples::resolve_model(model_path, "engine_loop")) return 1;
   try {
     auto m = nc::examples::load_model(model_path, 256 + 2 * max_tokens);  // short prompts
     auto prompt = [&](const std::string& user) {

@@ -39,14 +39,7 @@ int main(int argc, char** argv) {
     temperature = 0.7f;
     top_p = 0.9f;
   }
-  if (model_path.empty()) {
-    auto p = nc::examples::default_model();
-    if (!p) {
-      std::fprintf(stderr, "generate: no --model and no default model; run scripts/get-model\n");
-      return 1;
-    }
-    model_path = p->string();
-  }
+  if (!nc::examples::resolve_model(model_path, "generate")) return 1;
   try {
     auto m = nc::examples::load_model(model_path, 2048);
     // Parameters are validated here, at construction: a bad one is an error before any token.

@@ -1,6 +1,7 @@
 // What the model examples share: finding the default model, loading it with its tokenizer.
 #pragma once
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -36,6 +37,18 @@ inline std::optional<std::filesystem::path> default_model() {
   if (std::filesystem::exists(NUCLEUS_CONFIGURED_SMOLLM2_GGUF)) return NUCLEUS_CONFIGURED_SMOLLM2_GGUF;
 #endif
   return std::nullopt;
+}
+
+// `path` as given, else the default model; false (after saying so on stderr as `program`) when there
+// is neither.
+inline bool resolve_model(std::string& path, const char* program) {
+  if (!path.empty()) return true;
+  if (auto p = default_model()) {
+    path = p->string();
+    return true;
+  }
+  std::fprintf(stderr, "%s: no --model and no default model; run scripts/get-model\n", program);
+  return false;
 }
 
 struct loaded_model {

@@ -489,14 +489,7 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
-  if (model_path.empty()) {
-    auto p = nc::examples::default_model();
-    if (!p) {
-      std::fprintf(stderr, "nucleus-server: no --model and no default model; run scripts/get-model\n");
-      return 1;
-    }
-    model_path = p->string();
-  }
+  if (!nc::examples::resolve_model(model_path, "nucleus-server")) return 1;
   try {
     auto m = nc::examples::load_model(model_path, ctx);
     server_options opt;

@@ -81,7 +81,7 @@ class draft_verifier {
     row_request rk = rq;
     rk.output = history_;
     rk.position = rq.position + k;
-    const sample_result b = bonus(s, target.row(k), ws, rk);
+    const row_result b = s.sample(target.row(k), ws, rk);
     const auto all = static_cast<std::uint32_t>(k);
     if (b.status != status::ok) return {all, all, b.status};
     out[k] = {b.token, b.logprob, 0, 0, status::ok};
@@ -134,12 +134,6 @@ class draft_verifier {
       if (u < sum) return ids[j];
     }
     return ids[last];  // u within rounding of the total
-  }
-
-  template <logit_type T>
-  static sample_result bonus(const sampler& s, std::span<const T> row, workspace& ws, const row_request& rq) {
-    const row_result r = s.sample(row, ws, rq);
-    return {r.token, r.logprob, r.status};
   }
 
   std::vector<std::int32_t> history_;
