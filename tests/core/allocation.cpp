@@ -257,3 +257,82 @@ TEST_CASE("allocation: engine samplers and batches allocate nothing after a warm
   CHECK(allocations.load() - before == 0);
   for (const auto& r : out) CHECK(r.status == nc::status::ok);
 }
+
+TEST_CASE("allocation: a batch of verification and plain rows allocates nothing after a warm-up call",
+          "[core][allocation][engine][speculative]") {
+  const std::size_t V = 32000, requests = 8;
+  ref::rng g(23);
+  nc::sampling_params p;
+  p.temperature = 0.8f;
+  p.top_k = 50;
+  p.top_p = 0.9f;
+  p.repetition_penalty = 1.2f;
+  p.logit_bias = {{5, 1.0f}};
+  p.logprobs = 8;
+  nc::sampling_params l = p;
+  l.dry_multiplier = 0.8f;
+  l.typical_p = 0.9f;
+  nc::sampling_params greedy;
+  greedy.temperature = 0.0f;
+  greedy.no_repeat_ngram_size = 3;
+  const nc::sampler samplers[] = {nc::sampler(p), nc::presets::llama_cpp(l), nc::presets::hf(greedy)};
+  std::vector<std::int32_t> prompt(300), output(200);
+  for (auto& t : prompt) t = static_cast<std::int32_t>(g.below(V));
+  for (auto& t : output) t = static_cast<std::int32_t>(g.below(V));
+  std::vector<std::uint32_t> mask((V + 31) / 32, 0xFFFF0FFFu);
+  // Request j has a draft of k = j % 4 tokens (k = 0: a plain row); its k + 1 rows are consecutive
+  // in one matrix, as a target model writes them. Drafts are the rows' argmax, so most stand and
+  // the history grows; odd requests carry draft probabilities.
+  std::size_t total = 0;
+  for (std::size_t j = 0; j < requests; ++j) total += j % 4 + 1;
+  std::vector<float> m(total * V);
+  std::vector<nc::bf16> mb(total * V);
+  for (std::size_t r = 0; r < total; ++r) {
+    const auto row = ref::peaky_row(V, g);
+    for (std::size_t i = 0; i < V; ++i) {
+      m[r * V + i] = row[i];
+      mb[r * V + i] = nc::to_bf16(row[i]);
+    }
+  }
+  std::vector<std::vector<std::int32_t>> drafts(requests);
+  std::vector<std::vector<float>> probs(requests);
+  std::vector<std::vector<nc::row_result>> outs(requests);
+  std::vector<std::vector<nc::token_logprob>> tops(requests,
+                                                   std::vector<nc::token_logprob>(nc::max_logprobs));
+  std::vector<nc::verify_row<float>> rows;
+  std::vector<nc::verify_row<nc::bf16>> rows_b;
+  for (std::size_t j = 0, at = 0; j < requests; ++j) {
+    const std::size_t k = j % 4;
+    for (std::size_t i = 0; i < k; ++i) {
+      const float* r = m.data() + (at + i) * V;
+      drafts[j].push_back(static_cast<std::int32_t>(std::max_element(r, r + V) - r));
+    }
+    if (j % 2) probs[j].assign(k * V, 1.0f / static_cast<float>(V));
+    outs[j].resize(k + 1);
+    const nc::row_request rq{prompt, output,
+                             j % 3 ? std::span<const std::uint32_t>{} : std::span<const std::uint32_t>(mask),
+                             100 + j};
+    rows.push_back(
+        {&samplers[j % 3], rq, {m.data() + at * V, k + 1, V, V}, drafts[j], probs[j], outs[j], tops[j]});
+    rows_b.push_back(
+        {&samplers[j % 3], rq, {mb.data() + at * V, k + 1, V, V}, drafts[j], probs[j], outs[j], tops[j]});
+    at += k + 1;
+  }
+  std::vector<nc::verify_result> results(requests);
+  nc::batch_sampler bs;
+  nc::thread_pool pool(2);
+  std::uint32_t stood = 0;
+  auto round = [&] {
+    bs.sample<float>(rows, results, nc::inline_executor{});
+    bs.sample<nc::bf16>(rows_b, results, pool);
+  };
+  round();
+  const std::uint64_t before = allocations.load();
+  for (int i = 0; i < 3; ++i) round();
+  CHECK(allocations.load() - before == 0);
+  for (const auto& r : results) {
+    CHECK(r.status == nc::status::ok);
+    stood += r.accepted;
+  }
+  CHECK(stood > 0);
+}

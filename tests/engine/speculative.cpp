@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "nucleus/engine/batch.hpp"
 #include "nucleus/engine/speculative.hpp"
 #include "reference/reference.hpp"
 
@@ -227,10 +228,36 @@ TEST_CASE("verify_draft: bad input has its documented answer", "[engine][specula
                   std::invalid_argument);
   CHECK_THROWS_AS(verifier.verify(s, target, fine, {}, ws, rq, std::span<nc::row_result>(out.data(), 2)),
                   std::invalid_argument);
+  CHECK_THROWS_AS(
+      verifier.verify(s, nc::logits_matrix<float>{rows.data(), 3, V, V - 1}, fine, {}, ws, rq, out),
+      std::invalid_argument);  // overlapping rows
+  CHECK_THROWS_AS(verifier.verify(s, nc::logits_matrix<float>{nullptr, 1, V, V}, {}, {}, ws, rq, out),
+                  std::invalid_argument);  // k = 0 reads its one row too
+  // A bonus row that cannot be sampled: out[k] is the sampler's own result, status and all.
+  std::vector<float> nan_bonus = rows;
+  for (std::size_t i = 2 * V; i < 3 * V; ++i) nan_bonus[i] = std::numeric_limits<float>::quiet_NaN();
+  out.assign(3, nc::row_result{7, 1.0f, 3, 0, nc::status::ok});
+  const nc::verify_result nb =
+      verifier.verify(s, nc::logits_matrix<float>{nan_bonus.data(), 3, V, V}, fine, zero_q, ws, rq, out);
+  CHECK(nb == nc::verify_result{2, 2, nc::status::no_candidates});
+  CHECK(out[2] == s.sample(std::span<const float>(nan_bonus.data() + 2 * V, V), ws,
+                           nc::row_request{{}, fine, {}, 2, nullptr, 0}));
+  CHECK(out[2].status == nc::status::no_candidates);
   float mu = 10.0f;
   const nc::sampler miro(nc::sampling_params{.mirostat = 2, .seed = 1});
   CHECK(verifier.verify(miro, target, fine, {}, ws, nc::row_request{{}, {}, {}, 0, &mu, 0}, out).status ==
         nc::status::invalid_input);
+  CHECK(mu == 10.0f);
+  // With no draft there is one draw, a plain one: mirostat is served, and moves mu as a plain draw.
+  float mu_plain = 10.0f;
+  const nc::row_result plain = miro.sample(target.row(0), ws, nc::row_request{{}, {}, {}, 0, &mu_plain, 0});
+  REQUIRE(plain.status == nc::status::ok);
+  CHECK(verifier.verify(miro, nc::logits_matrix<float>{rows.data(), 1, V, V}, {}, {}, ws,
+                        nc::row_request{{}, {}, {}, 0, &mu, 0},
+                        out) == nc::verify_result{0, 1, nc::status::ok});
+  CHECK(out[0] == plain);
+  CHECK(mu == mu_plain);
+  CHECK(mu != 10.0f);
 }
 
 TEST_CASE("verify_draft: no draft is a plain draw; batches give the single call's bits",
@@ -241,20 +268,25 @@ TEST_CASE("verify_draft: no draft is a plain draw; batches give the single call'
   const nc::sampler s(
       nc::sampling_params{.temperature = 0.8f, .top_p = 0.9f, .repetition_penalty = 1.3f, .seed = 9});
   const nc::sampler k40(nc::sampling_params{.top_k = 40, .seed = 4});
+  const nc::sampler top5(nc::sampling_params{.temperature = 0.9f, .seed = 2, .logprobs = 5});
   nc::draft_verifier verifier;
   nc::workspace ws;
   const std::vector<std::int32_t> history = {5, 9, 5, 100};
-  // k = 0: the bonus row alone is the sampler's own draw.
+  // k = 0: the bonus row alone is the sampler's own draw: its row_result and top-n, bit for bit.
   for (std::uint64_t pos = 0; pos < 30; ++pos) {
     std::vector<float> row(W);
     for (float& x : row) x = n(g);
+    const nc::sampler& smp = pos % 2 ? top5 : s;
     std::vector<nc::row_result> out(1);
+    std::vector<nc::token_logprob> top(8), plain_top(8);
     const nc::row_request rq{{}, history, {}, pos, nullptr, 2};
     const nc::verify_result r =
-        verifier.verify(s, nc::logits_matrix<float>{row.data(), 1, W, W}, {}, {}, ws, rq, out);
-    const nc::row_result plain = s.sample<float>(row, ws, rq);
+        verifier.verify(smp, nc::logits_matrix<float>{row.data(), 1, W, W}, {}, {}, ws, rq, out, top);
+    const nc::row_result plain = smp.sample<float>(row, ws, rq, plain_top);
     CHECK(r == nc::verify_result{0, 1, nc::status::ok});
-    CHECK((out[0].token == plain.token && out[0].logprob == plain.logprob));
+    CHECK(out[0] == plain);
+    CHECK(top == plain_top);
+    CHECK(plain.top_count == (pos % 2 ? 5u : 0u));
   }
   // 24 requests with k = 0 … 5 and drafts of both kinds, verified alone, then as one batch on pools
   // of 1, 2 and 3 threads and in reverse order: the same results, bit for bit.

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "nucleus/core/draw_key.hpp"
-#include "nucleus/engine/batch.hpp"
+#include "nucleus/engine/logits_matrix.hpp"
 #include "nucleus/engine/sampler.hpp"
 
 namespace nucleus {
@@ -28,28 +28,46 @@ struct verify_result {
   friend bool operator==(const verify_result&, const verify_result&) = default;
 };
 
+namespace detail {
+
+// The first way a verification's shapes disagree, or nullptr: the single call and the batch check
+// the same rules (the batch before it touches any row).
+template <logit_type T>
+const char* verify_shape_error(const logits_matrix<T>& target, std::size_t k, std::size_t draft_probs,
+                               std::size_t out) noexcept {
+  if (target.rows != k + 1) return "target must hold draft.size() + 1 rows";
+  if (out < k + 1) return "out must hold draft.size() + 1 entries";
+  if (draft_probs != 0 && draft_probs != k * target.vocab) return "draft_probs must be empty or hold k * V";
+  if (target.vocab > 0 && target.data == nullptr) return "target.data is null";
+  if (target.rows > 1 && target.stride < target.vocab) return "target.stride must be >= target.vocab";
+  return nullptr;
+}
+
+}  // namespace detail
+
 // One request's verification: `target` holds k + 1 rows (row i scores draft position i; row k is the
 // bonus row), `draft` the k draft tokens, and `draft_probs` either the draft's processed
 // distributions (k rows of V, row-major) or nothing, for drafts without probabilities (n-gram,
 // prompt lookup), which count as one-hot at each draft token as vLLM treats them. out needs k + 1
 // entries; out[i] gets the emitted token with its log-probability in the target's processed
-// distribution. The scratch (the growing history) is reused: no allocation after warm-up.
+// distribution, except out[k], which is sampler::sample's row_result on row k (with `top` as that
+// call's top-n), whatever its status. So k = 0 is a plain draw, bit for bit, for any sampler. The
+// scratch (the growing history) is reused: no allocation after warm-up.
 class draft_verifier {
  public:
   template <logit_type T>
   verify_result verify(const sampler& s, const logits_matrix<T>& target, std::span<const std::int32_t> draft,
                        std::span<const float> draft_probs, workspace& ws, const row_request& rq,
-                       std::span<row_result> out) {
+                       std::span<row_result> out, std::span<token_logprob> top = {}) {
     const std::size_t k = draft.size();
     const std::size_t V = target.vocab;
-    if (target.rows != k + 1) fail("target must hold draft.size() + 1 rows");
-    if (out.size() < k + 1) fail("out must hold draft.size() + 1 entries");
-    if (!draft_probs.empty() && draft_probs.size() != k * V) fail("draft_probs must be empty or hold k * V");
-    if (k > 0 && target.data == nullptr) fail("target.data is null");
-    if (V == 0) return {0, 0, status::empty_row};
-    if (s.params().mirostat != 0) return {0, 0, status::invalid_input};  // mu changes with every draw
-    for (std::int32_t t : draft)
-      if (t < 0 || static_cast<std::size_t>(t) >= V) return {0, 0, status::invalid_input};
+    if (const char* e = detail::verify_shape_error(target, k, draft_probs.size(), out.size())) fail(e);
+    if (k > 0) {
+      if (V == 0) return {0, 0, status::empty_row};
+      if (s.params().mirostat != 0) return {0, 0, status::invalid_input};  // mu moves with every draw
+      for (std::int32_t t : draft)
+        if (t < 0 || static_cast<std::size_t>(t) >= V) return {0, 0, status::invalid_input};
+    }
     history_.assign(rq.output.begin(), rq.output.end());
     const bool greedy = s.params().temperature == 0.0f;
     for (std::size_t i = 0; i < k; ++i) {
@@ -81,10 +99,9 @@ class draft_verifier {
     row_request rk = rq;
     rk.output = history_;
     rk.position = rq.position + k;
-    const row_result b = s.sample(target.row(k), ws, rk);
+    out[k] = s.sample(target.row(k), ws, rk, top);
     const auto all = static_cast<std::uint32_t>(k);
-    if (b.status != status::ok) return {all, all, b.status};
-    out[k] = {b.token, b.logprob, 0, 0, status::ok};
+    if (out[k].status != status::ok) return {all, all, out[k].status};
     return {all, all + 1, status::ok};
   }
 
@@ -139,9 +156,9 @@ class draft_verifier {
   std::vector<std::int32_t> history_;
 };
 
-// A batch of verifications: row r is one request's draft; a request with no draft (k = 0) is a plain
-// row, whose result is the sampler's own draw. Results depend only on each row's inputs: the same
-// under any executor, thread count or row order.
+// One request's row in batch_sampler::sample's verification call: a draft of k tokens against its
+// k + 1 target rows, or, with k = 0, a plain row (its result is the sampler's own draw). Fields as in
+// draft_verifier::verify.
 template <logit_type T>
 struct verify_row {
   const nucleus::sampler* sampler = nullptr;
@@ -150,44 +167,7 @@ struct verify_row {
   std::span<const std::int32_t> draft;  // k tokens
   std::span<const float> draft_probs;   // empty or k * V
   std::span<row_result> out;            // k + 1 entries
-};
-
-class batch_verifier {
- public:
-  template <logit_type T, class E = inline_executor>
-  requires executor<std::remove_cvref_t<E>>
-  void verify(std::span<const verify_row<T>> rows, std::span<verify_result> results, E&& ex = E{}) {
-    if (results.size() != rows.size())
-      throw std::invalid_argument("nucleus::batch_verifier: results.size() must equal rows.size()");
-    std::size_t V = 0, keys = 0, history = 0;
-    for (const verify_row<T>& r : rows) {
-      if (r.sampler == nullptr) throw std::invalid_argument("nucleus::batch_verifier: a row has no sampler");
-      V = std::max(V, r.target.vocab);
-      keys = std::max(keys, r.sampler->key_capacity());
-      history = std::max(history, r.request.output.size() + r.draft.size());
-    }
-    const std::size_t slots = ex.concurrency();
-    if (spaces_.size() < slots) {
-      spaces_.resize(slots);
-      verifiers_.resize(slots);
-    }
-    for (auto& ws : spaces_) {  // sized here, on the calling thread: the tasks never allocate
-      ws.reserve(V);
-      ws.processed.ensure(V);
-      ws.counts.ensure_zeroed(V);
-      ws.keys.ensure(keys);
-    }
-    for (auto& v : verifiers_) v.reserve(history);
-    ex.bulk(rows.size(), [&](std::size_t r, std::size_t slot) {
-      const verify_row<T>& row = rows[r];
-      results[r] = verifiers_[slot].verify(*row.sampler, row.target, row.draft, row.draft_probs,
-                                           spaces_[slot], row.request, row.out);
-    });
-  }
-
- private:
-  std::vector<workspace> spaces_;
-  std::vector<draft_verifier> verifiers_;
+  std::span<token_logprob> top = {};    // the bonus draw's top-n (a plain row's); may be empty
 };
 
 }  // namespace nucleus
