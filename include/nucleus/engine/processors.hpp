@@ -74,6 +74,29 @@ class processors {
     const std::size_t v = row.size();
     float* out = ws.processed.ensure(v);
     masked_copy(row.data(), v, rq.bitmask, out);
+    edit_tokens(out, v, ws, rq);
+    return out;
+  }
+
+  // The same processed values for ids [v0, v0 + slice.size()) of a row of `vocab` logits, from that
+  // slice alone (sharded sampling: nucleus/sharded). Returns them (they sit at ws.processed[v0 ..);
+  // the rest of that buffer is -inf, which no processor edit changes).
+  template <logit_type T, class Request>
+  const float* apply_slice(std::span<const T> slice, std::size_t v0, std::size_t vocab, workspace& ws,
+                           const Request& rq) const {
+    const std::size_t n = slice.size();
+    float* out = ws.processed.ensure(vocab);
+    std::fill(out, out + v0, -inf());
+    std::fill(out + v0 + n, out + vocab, -inf());
+    masked_copy_slice(slice.data(), v0, n, rq.bitmask, out);
+    edit_tokens(out, vocab, ws, rq);
+    return out + v0;
+  }
+
+ private:
+  // Steps 2-4 (docs/semantics.md): edits of the listed tokens only, on the widened, masked row.
+  template <class Request>
+  void edit_tokens(float* out, std::size_t v, workspace& ws, const Request& rq) const {
     for (std::int32_t t : banned_) out[t] = -inf();
     if (rq.output.size() < min_tokens_)
       for (std::int32_t t : eos_) out[t] = -inf();
@@ -86,10 +109,8 @@ class processors {
       apply_dry(dry_, h, out, ws.keys.ensure(h.size()), ws.counts.ensure_zeroed(v), edit);
     }
     if (no_repeat_ > 0) apply_no_repeat_ngram(no_repeat_, ngram_history(rq), out);
-    return out;
   }
 
- private:
   static constexpr std::uint32_t seen = 0x80000000u;  // high bit of a count: "already penalized"
 
   // A processor never changes -inf (banned), +inf (forced) or NaN, and never makes a finite logit
@@ -147,6 +168,26 @@ class processors {
       return;
     }
     masked_widen(x, v, mask.empty() ? nullptr : mask.data(), out);
+  }
+
+  // masked_copy for the ids [v0, v0 + n) of a row, into out[v0 ..): the bitmask's bits are the row's.
+  template <logit_type T>
+  void masked_copy_slice(const T* x, std::size_t v0, std::size_t n, std::span<const std::uint32_t> mask,
+                         float* out) const {
+    if (!allowed_.empty()) {
+      std::fill(out + v0, out + v0 + n, -inf());
+      for (std::int32_t t : allowed_) {
+        const auto i = static_cast<std::size_t>(t);
+        if (i >= v0 && i - v0 < n && (mask.empty() || (mask[i / 32] >> (i % 32)) & 1u))
+          out[i] = to_float(x[i - v0]);
+      }
+      return;
+    }
+    if (mask.empty()) return masked_widen(x, n, nullptr, out + v0);
+    std::size_t i = 0;  // up to the first id on a word boundary one at a time, then by words
+    for (; i < n && (v0 + i) % 32 != 0; ++i)
+      out[v0 + i] = (mask[(v0 + i) / 32] >> ((v0 + i) % 32)) & 1u ? to_float(x[i]) : -inf();
+    if (i < n) masked_widen(x + i, n - i, mask.data() + (v0 + i) / 32, out + v0 + i);
   }
 
   // counts[] is all zero on entry and on exit; only history tokens are touched.

@@ -55,7 +55,13 @@ struct row_result {
   friend bool operator==(const row_result&, const row_result&) = default;
 };
 
+namespace detail {
+struct sampler_access;  // nucleus/sharded: the chain and processors a sampler runs
+}
+
 class sampler {
+  friend struct detail::sampler_access;
+
   // Each engine's order (docs/semantics.md). A stage whose knob is at its default does nothing.
   using nucleus_chain =
       chain<dynamic_temperature_stage, top_n_sigma_stage, top_k_stage, typical_stage, top_p_stage,

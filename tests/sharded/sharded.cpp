@@ -1,0 +1,103 @@
+// Sharded sampling: a row split into any number of contiguous shards at any boundaries gives the
+// engine sampler's result on the whole row, bit for bit — token, logprob, rank, top-n and status —
+// for every order, knob, processor, dtype and row kind; and the same on a thread pool.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <nucleus/engine.hpp>
+#include <nucleus/sharded/split.hpp>
+#include <sstream>
+#include <vector>
+
+#include "reference/reference.hpp"
+#include "sharded/cases.hpp"
+
+namespace nc = nucleus;
+namespace ref = nucleus_ref;
+
+namespace {
+
+using nucleus_sharded_cases::make_case;
+using nucleus_sharded_cases::request_of;
+using nucleus_sharded_cases::sharded_case;
+
+template <class T>
+void check_same(const nc::sampler& s, std::span<const T> row, const sharded_case& c, nc::split_sampler& split,
+                std::size_t& paths_seen) {
+  nc::workspace ws(row.size());
+  const nc::row_request rq = request_of(c);
+  std::vector<nc::token_logprob> want_top(8), got_top(8);
+  const nc::row_result want = s.sample(row, ws, rq, std::span<nc::token_logprob>(want_top));
+  const nc::row_result got =
+      split.sample(row, std::span<const std::size_t>(c.cuts), rq, std::span<nc::token_logprob>(got_top));
+  INFO(c.describe() << " path " << static_cast<int>(split.route()));
+  CHECK(got.token == want.token);
+  CHECK(got.status == want.status);
+  CHECK(got.rank == want.rank);
+  CHECK(got.top_count == want.top_count);
+  CHECK(std::bit_cast<std::uint32_t>(got.logprob) == std::bit_cast<std::uint32_t>(want.logprob));
+  for (std::uint32_t i = 0; i < want.top_count && i < got.top_count; ++i) {
+    CHECK(got_top[i].token == want_top[i].token);
+    CHECK(std::bit_cast<std::uint32_t>(got_top[i].logprob) ==
+          std::bit_cast<std::uint32_t>(want_top[i].logprob));
+  }
+  paths_seen |= std::size_t{1} << static_cast<int>(split.route());
+}
+
+}  // namespace
+
+TEST_CASE("sharded: any cut gives the whole row's result, bit for bit", "[sharded]") {
+  std::size_t paths = 0;
+  constexpr std::size_t cases = 3000;
+  for (std::size_t i = 0; i < cases; ++i) {
+    const sharded_case c = make_case(i);
+    const nc::sampler s(c.params, c.order);
+    nc::split_sampler split(s, 8);
+    if (i % 4 == 1) {  // bf16 rows
+      std::vector<nc::bf16> b(c.row.size());
+      for (std::size_t j = 0; j < b.size(); ++j) b[j] = nc::to_bf16(c.row[j]);
+      check_same<nc::bf16>(s, b, c, split, paths);
+    } else {
+      check_same<float>(s, c.row, c, split, paths);
+    }
+  }
+  CHECK(paths == 0b11111);  // every path ran: gather, greedy, top_k, top_p, dense
+}
+
+TEST_CASE("sharded: top-p past the leader budget takes the histogram rounds", "[sharded]") {
+  // A flat row: the nucleus holds most of the vocabulary, far past a budget of 16 leaders.
+  ref::rng g(7);
+  std::vector<float> row = ref::uniform_row(20000, g, -0.5, 0.5);
+  nc::sampling_params p;
+  p.top_p = 0.9f;
+  p.seed = 11;
+  p.logprobs = 3;
+  p.logprobs_mode = nc::logprob_mode::processed;
+  const nc::sampler s(p);
+  nc::split_sampler split(s, 4, /*budget=*/16);
+  nc::workspace ws(row.size());
+  for (std::uint64_t pos = 0; pos < 50; ++pos) {
+    nc::row_request rq;
+    rq.position = pos;
+    const std::size_t cuts[] = {0, 777, 10000, 10001, 20000};
+    const nc::row_result want = s.sample(std::span<const float>(row), ws, rq);
+    const nc::row_result got =
+        split.sample(std::span<const float>(row), std::span<const std::size_t>(cuts), rq);
+    CHECK(got == want);
+    CHECK(split.rounds() >= 5);  // stats, mass, histogram, edge bin, draw mass, token, rank
+  }
+}
+
+TEST_CASE("sharded: the thread pool splits one row, same bits as one thread", "[sharded]") {
+  nc::thread_pool pool(3);
+  for (std::size_t i = 0; i < 300; ++i) {
+    sharded_case c = make_case(10000 + i);
+    const nc::sampler s(c.params, c.order);
+    nc::split_sampler split(s, 3);
+    nc::workspace ws(c.row.size());
+    const nc::row_request rq = request_of(c);
+    const nc::row_result want = s.sample(std::span<const float>(c.row), ws, rq);
+    INFO(c.describe());
+    CHECK(split.sample(std::span<const float>(c.row), rq, {}, pool) == want);
+  }
+}
