@@ -1,0 +1,147 @@
+// log_softmax, top_logprobs and logprobs_of on a row split by vocabulary: two rounds (the row's
+// maximum with each shard's best n, then each shard's exact mass), after which every shard holds the
+// whole row's normalizer and top-n and writes its own part, bit for bit what the whole-row ops give.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <span>
+#include <stdexcept>
+#include <vector>
+
+#include "nucleus/core/result.hpp"
+#include "nucleus/core/workspace.hpp"
+#include "nucleus/ops/normalizer.hpp"
+#include "nucleus/sharded/message.hpp"
+
+namespace nucleus {
+
+class shard_normalizer {
+ public:
+  // Starts a row: this shard holds ids [v0, v0 + slice.size()); top_n is the whole row's top-n to
+  // find (top_logprobs' n; 0 for none). The slice must stay valid until done().
+  template <logit_type T>
+  void begin(std::span<const T> slice, std::size_t v0, std::size_t top_n, workspace& ws) {
+    done_ = false;
+    top_n_ = top_n;
+    out_.clear(0);
+    const T* x = slice.data();
+    const std::size_t n = slice.size();
+    out_.max = detail::max_value(x, n);
+    out_.count = detail::count_greater(x, n, std::numeric_limits<float>::max());  // +inf tokens
+    const std::size_t k = std::min(top_n, n);
+    if (k > 0) {
+      std::uint64_t* keys = ws.keys.ensure(detail::select_capacity(k));
+      const std::size_t c = detail::select_top_k(x, nullptr, n, k, keys);
+      for (std::size_t i = 0; i < c; ++i)
+        out_.keys.push_back(detail::rank_key(detail::key_value(keys[i]),
+                                             static_cast<std::int32_t>(v0) + detail::key_id(keys[i])));
+    }
+    data_ = x;
+    type_ = dtype_of<T>;
+    n_ = n;
+  }
+
+  bool done() const noexcept { return done_; }
+  const shard_message& outgoing() const noexcept { return out_; }
+
+  // all[i] is shard i's outgoing(), in vocabulary order.
+  template <class Messages>
+  void step(const Messages& all) {
+    if (out_.round == 0) {
+      norm_ = {};
+      std::uint64_t infs = 0;
+      for (const shard_message& m : all) {
+        norm_.max = std::max(norm_.max, m.max);
+        infs += m.count;
+      }
+      keys_.clear();
+      for (const shard_message& m : all) keys_.insert(keys_.end(), m.keys.begin(), m.keys.end());
+      std::sort(keys_.begin(), keys_.end(), std::greater<>{});
+      keys_.resize(std::min(keys_.size(), top_n_));
+      if (norm_.max == detail::inf()) {
+        norm_.inf_lp = static_cast<float>(-std::log(static_cast<double>(infs)));
+      } else if (norm_.max > -detail::inf()) {
+        out_.clear(1);
+        out_.mass = mass(norm_.max);
+        return;  // one more round: the exact mass below the row's maximum
+      }
+    } else {
+      detail::wsum total = 0;
+      for (const shard_message& m : all) total += m.mass;
+      norm_.lse = static_cast<float>(std::log(detail::to_double(total)));
+    }
+    done_ = true;
+  }
+
+  // The whole row's raw (T = 1) normalizer: normalizer(x) is log softmax(row) at a logit x.
+  const detail::raw_normalizer& normalizer() const noexcept { return norm_; }
+  status row_status() const noexcept { return norm_.no_candidates() ? status::no_candidates : status::ok; }
+
+  // The whole row's top_logprobs(row, top_n) into out; returns the count written.
+  std::size_t top(std::span<token_logprob> out) const {
+    std::size_t shown = 0;
+    for (; shown < keys_.size() && shown < out.size(); ++shown) {
+      const float lp = norm_(detail::key_value(keys_[shown]));
+      if (norm_.max == detail::inf() && lp == -detail::inf()) break;  // only the +inf tokens count
+      out[shown] = {detail::key_id(keys_[shown]), lp};
+    }
+    return shown;
+  }
+
+  // This shard's part of log_softmax(row): out has the slice's length.
+  template <logit_type T>
+  void log_softmax(std::span<const T> slice, std::span<float> out) const {
+    if (out.size() != slice.size())
+      throw std::invalid_argument(
+          "nucleus::shard_normalizer::log_softmax: out.size() must equal the slice's");
+    if (norm_.no_candidates()) {
+      std::fill(out.begin(), out.end(), -detail::inf());
+    } else if (norm_.max < detail::inf()) {
+      detail::log_softmax_store(slice.data(), slice.size(), norm_.max, norm_.lse, out.data());
+    } else {
+      for (std::size_t i = 0; i < slice.size(); ++i) out[i] = norm_(to_float(slice[i]));
+    }
+  }
+
+  // logprobs_of for the ids this shard holds: out[i] = log softmax(row)[ids[i]] where ids[i] lies in
+  // [v0, v0 + slice.size()); other entries are left as they are. Returns how many it wrote.
+  template <logit_type T>
+  std::size_t logprobs_of(std::span<const T> slice, std::size_t v0, std::span<const std::int32_t> ids,
+                          std::span<float> out) const {
+    if (out.size() != ids.size())
+      throw std::invalid_argument("nucleus::shard_normalizer::logprobs_of: out.size() must equal ids.size()");
+    std::size_t wrote = 0;
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      const auto t = static_cast<std::size_t>(ids[i]);
+      if (ids[i] < 0 || t < v0 || t - v0 >= slice.size()) continue;
+      out[i] = norm_(to_float(slice[t - v0]));
+      ++wrote;
+    }
+    return wrote;
+  }
+
+ private:
+  bool done_ = false;
+  std::size_t top_n_ = 0;
+  shard_message out_;
+  detail::raw_normalizer norm_;
+  std::vector<std::uint64_t> keys_;
+  const void* data_ = nullptr;
+  logit_dtype type_ = logit_dtype::f32;
+  std::size_t n_ = 0;
+
+  detail::wsum mass(float m) const noexcept {
+    if (type_ == logit_dtype::f32)
+      return detail::exp_sum(static_cast<const float*>(data_), n_, m, 1.0f, nullptr);
+    if (type_ == logit_dtype::bf16)
+      return detail::exp_sum(static_cast<const bf16*>(data_), n_, m, 1.0f, nullptr);
+    return detail::exp_sum(static_cast<const f16*>(data_), n_, m, 1.0f, nullptr);
+  }
+};
+
+}  // namespace nucleus
