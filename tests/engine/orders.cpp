@@ -273,3 +273,120 @@ TEST_CASE("engine orders: -0 and +0 are the same logit (ties by id)", "[engine][
   const std::vector<float> d = {0.0f, 2.0f, -0.0f, 0.0f, -0.0f, -1.0f};
   expect_sets(d, p, {0, 1, 2}, {0, 1, 2, 3, 4}, {0, 1, 2, 3, 4}, {0, 1, 2});
 }
+
+namespace {
+
+// The library's processed distribution with p.min_keep, against the engine reference's (razor-close
+// cuts following the library's choice). engine_cases::to_nc leaves min_keep at 1, so it is set here.
+std::string check_min_keep(const std::vector<float>& row, const ref::engine_params& p, ref::engine_order o,
+                           nc::workspace& ws) {
+  nc::sampling_params np = engine_cases::to_nc(p);
+  np.min_keep = static_cast<int>(p.min_keep);
+  const nc::sampler s(np, engine_cases::to_nc(o));
+  const ref::engine_request rq;
+  const nc::distribution d = s.process(std::span<const float>(row), ws, engine_cases::view(rq));
+  const ref::observed got = engine_cases::observe(d);
+  std::vector<char> member(row.size(), 0);
+  for (auto id : got.ids) member[static_cast<std::size_t>(id)] = 1;
+  const ref::engine_outcome want = ref::engine_guided(row, p, o, rq, member);
+  const std::string what = ref::describe(p, o) + " V=" + std::to_string(row.size());
+  if (engine_cases::to_ref(d.status()) != want.st)
+    return what + ": status " + ref::to_string(engine_cases::to_ref(d.status())) + ", reference " +
+           ref::to_string(want.st);
+  if (want.st != ref::engine_status::ok) return {};
+  std::vector<std::pair<std::int32_t, float>> lib;
+  for (std::size_t i = 0; i < got.ids.size(); ++i) lib.emplace_back(got.ids[i], got.probs[i]);
+  std::sort(lib.begin(), lib.end());
+  if (lib.size() != want.dist.entries.size())
+    return what + ": " + std::to_string(lib.size()) + " survivors, reference " +
+           std::to_string(want.dist.entries.size());
+  for (std::size_t i = 0; i < lib.size(); ++i) {
+    const ref::entry& e = want.dist.entries[i];
+    if (lib[i].first != e.id) return what + ": token " + std::to_string(lib[i].first) + " is no survivor";
+    if (!ref::prob_close(lib[i].second, e.prob))
+      return what + ": token " + std::to_string(e.id) + " p=" + std::to_string(lib[i].second) +
+             ", reference " + std::to_string(e.prob);
+  }
+  return {};
+}
+
+ids min_keep_survivors(const std::vector<float>& row, nc::sampling_params p, nc::engine_order o) {
+  nc::workspace ws;
+  const nc::distribution d = nc::sampler(p, o).process(std::span<const float>(row), ws, nc::row_request{});
+  ids out(d.ids().begin(), d.ids().end());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("engine orders: min_keep goes to the stages each engine gives it to",
+          "[engine][orders][min_keep]") {
+  // p = .5 .2 .15 .1 .05.
+  const auto row = logits_of({0.5, 0.2, 0.15, 0.1, 0.05});
+  constexpr auto nucleus = nc::engine_order::nucleus, hf = nc::engine_order::hf,
+                 llama = nc::engine_order::llama_cpp;
+  nc::sampling_params p;
+  p.min_keep = 3;
+  SECTION("top-k: HF (and nucleus) raise k to min_keep; llama.cpp's top-k takes none") {
+    p.top_k = 1;
+    CHECK(min_keep_survivors(row, p, nucleus) == ids{0, 1, 2});
+    CHECK(min_keep_survivors(row, p, hf) == ids{0, 1, 2});
+    CHECK(min_keep_survivors(row, p, llama) == ids{0});
+  }
+  SECTION("top-p, min-p, typical: every engine that has them") {
+    for (auto o : {nucleus, hf, llama}) {
+      nc::sampling_params q = p;
+      q.top_p = 0.3f;
+      CHECK(min_keep_survivors(row, q, o) == ids{0, 1, 2});
+      q = p;
+      q.min_p = 0.9f;
+      CHECK(min_keep_survivors(row, q, o) == ids{0, 1, 2});
+      q = p;
+      q.typical_p = 0.05f;
+      CHECK(min_keep_survivors(row, q, o).size() == 3);
+    }
+  }
+  SECTION("epsilon and eta: HF and nucleus") {
+    for (auto o : {nucleus, hf}) {
+      nc::sampling_params q = p;
+      q.epsilon_cutoff = 0.3f;
+      CHECK(min_keep_survivors(row, q, o) == ids{0, 1, 2});
+      q = p;
+      q.eta_cutoff = 0.6f;  // H = 1.333: the cut is min(.6, sqrt(.6) e^-H = .204), keeping token 0 alone
+      CHECK(min_keep_survivors(row, q, o) == ids{0, 1, 2});
+    }
+  }
+  SECTION("xtc: llama.cpp and nucleus skip a removal that would leave fewer than min_keep") {
+    for (auto o : {nucleus, llama}) {
+      nc::sampling_params q = p;
+      q.xtc_probability = 1.0f;
+      q.xtc_threshold = 0.12f;  // tokens 0, 1, 2 reach it: the removal leaves 2, 3, 4
+      CHECK(min_keep_survivors(row, q, o) == ids{2, 3, 4});
+      q.min_keep = 4;
+      CHECK(min_keep_survivors(row, q, o) == ids{0, 1, 2, 3, 4});
+    }
+  }
+}
+
+TEST_CASE("engine orders: min_keep with random knobs matches the reference", "[engine][orders][min_keep]") {
+  ref::rng g(0x3E1);
+  engine_cases::error_log log;
+  nc::workspace ws;
+  for (std::size_t V : {std::size_t{7}, std::size_t{64}, std::size_t{1000}, std::size_t{32000}}) {
+    const int rounds = V >= 32000 ? 4 : 40;
+    for (int i = 0; i < rounds; ++i) {
+      const auto row =
+          ref::make_row(ref::candidate_row_kinds[g.below(std::size(ref::candidate_row_kinds))], V, g);
+      for (auto o : {nucleus_o, hf_o, llama_o}) {
+        ref::engine_params p = engine_cases::random_params(V, o, g);
+        static constexpr long long floors[] = {1, 2, 5, 50, 5000};
+        p.min_keep = floors[g.below(std::size(floors))];
+        log.add(check_min_keep(row, p, o, ws));
+      }
+    }
+  }
+  INFO(log.summary());
+  CHECK(log.count == 0);
+  CHECK(log.checked > 300);
+}

@@ -69,6 +69,8 @@ TEST_CASE("engine params: each bad field throws, naming it", "[engine][params]")
        }},
       {"logprobs", [](auto& p) { p.logprobs = 65; }},
       {"logprobs", [](auto& p) { p.logprobs = 1000; }},
+      {"min_keep", [](auto& p) { p.min_keep = 0; }},  // llama.cpp's "no floor" 0 is nucleus's 1
+      {"min_keep", [](auto& p) { p.min_keep = -3; }},
   };
   nc::sampling_params probe;
   if constexpr (std::is_signed_v<decltype(probe.logprobs)>)
@@ -126,6 +128,7 @@ TEST_CASE("engine params: the edges of each range are accepted", "[engine][param
         p.logit_bias = {nc::token_bias{3, -100.0f}, nc::token_bias{3, 100.0f}};
       },
       [](auto& p) { p.logprobs_mode = nc::logprob_mode::processed; },
+      [](auto& p) { p.min_keep = 1; },
   };
   for (auto o : orders) {
     for (std::size_t i = 0; i < edges.size(); ++i) {
@@ -192,4 +195,29 @@ TEST_CASE("engine params: a negative token id is refused, at construction or per
       CHECK(refused);
     }
   }
+}
+
+TEST_CASE("engine params: min_keep defaults to 1; vllm and mirostat refuse a floor",
+          "[engine][params][min_keep]") {
+  CHECK(nc::sampling_params{}.min_keep == 1);
+  nc::sampling_params p;
+  p.min_keep = 5;
+  for (auto o : {nc::engine_order::nucleus, nc::engine_order::hf, nc::engine_order::llama_cpp})
+    CHECK_NOTHROW(build(p, o));
+  CHECK_NOTHROW(nc::presets::hf(p));
+  CHECK_NOTHROW(nc::presets::llama_cpp(p));
+  // vLLM has no min_keep: the preset names the field, as for its other missing stages.
+  CHECK_THROWS_AS(nc::presets::vllm(p), std::invalid_argument);
+  CHECK_THROWS_WITH(nc::presets::vllm(p), Contains("min_keep") && Contains("vLLM has none"));
+  // Mirostat replaces the truncation stages, and with them their floor.
+  p.mirostat = 2;
+  for (auto o : {nc::engine_order::nucleus, nc::engine_order::llama_cpp})
+    CHECK_THROWS_WITH(build(p, o), Contains("min_keep") && Contains("mirostat"));
+  p.min_keep = 1;
+  CHECK_NOTHROW(nc::presets::llama_cpp(p));
+  // A floor beyond any vocabulary is accepted: it keeps every candidate, and needs no more room
+  // than the row (so a batch reserves nothing for it).
+  nc::sampling_params wide;
+  wide.min_keep = std::numeric_limits<int>::max();
+  CHECK(nc::sampler(wide).key_capacity() == nc::sampler(nc::sampling_params{}).key_capacity());
 }

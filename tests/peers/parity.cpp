@@ -2,6 +2,7 @@
 // recorded (tests/peers/record_*.py). Every case is identical, or explained: the survivor sets differ
 // only by the order of tied tokens, or nucleus equals the exact double-precision answer and the peer's
 // float arithmetic moved its cut. Unexplained differences fail. The table is printed for the notes.
+// Each case runs with the peer's own min_keep (llama.cpp) or min_tokens_to_keep (Hugging Face).
 #include <catch2/catch.hpp>
 
 #include <nucleus/engine.hpp>
@@ -56,12 +57,11 @@ std::vector<std::int32_t> ints(const json& a) {
 
 struct tally {
   // identical; tie order: the same values, other tied ids; ties kept: the peer also keeps every token
-  // tied with its cut; min_keep: the peer's min_keep > 1 (nucleus keeps at least one, no knob) kept
-  // more; peer NaN: llama.cpp's typical takes 0 * log 0 on a -inf entry; peer rounding: nucleus equals
-  // the exact double answer and the peer's float arithmetic does not; definition: the peer counts
+  // tied with its cut; peer NaN: llama.cpp's typical takes 0 * log 0 on a -inf entry; peer rounding: nucleus
+  // equals the exact double answer and the peer's float arithmetic does not; definition: the peer counts
   // differently, and each side equals the exact answer under its own definition.
-  std::size_t cases = 0, identical = 0, ties = 0, ties_kept = 0, min_keep = 0, peer_nan = 0, rounding = 0,
-              definition = 0, unexplained = 0;
+  std::size_t cases = 0, identical = 0, ties = 0, ties_kept = 0, peer_nan = 0, rounding = 0, definition = 0,
+              unexplained = 0;
   double max_prob_diff = 0.0, max_logit_diff = 0.0;
   std::string first;
 };
@@ -100,9 +100,10 @@ bool subset(const std::set<std::int32_t>& a, const std::set<std::int32_t>& b) {
   return std::includes(b.begin(), b.end(), a.begin(), a.end());
 }
 
+// The peer's min_keep as nucleus takes it: llama.cpp's 0 keeps at least one token, as 1 does.
 int min_keep_of(const json& params) {
   for (const char* k : {"min_keep", "min_tokens_to_keep"})
-    if (params.contains(k)) return params[k].get<int>();
+    if (params.contains(k)) return std::max(1, params[k].get<int>());
   return 1;
 }
 
@@ -135,8 +136,6 @@ void classify(tally& t, const std::string& what, const json& c, const std::set<s
     ++t.ties;
   } else if (extras_tied && lib == exact) {
     ++t.ties_kept;
-  } else if (min_keep_of(c["params"]) > 1 && subset(lib, peer) && lib == exact) {
-    ++t.min_keep;
   } else if (sampler == "typical" && has_neg_inf && lib == exact && c.contains("sorted")) {
     ++t.peer_nan;
   } else if (lib == exact || margin < ref::boundary_slack) {
@@ -186,16 +185,14 @@ void compare_probs(tally& t, const json& c, const nc::distribution& d) {
 }
 
 void print(const char* peer, const std::map<std::string, tally>& table) {
-  std::cout
-      << "\n"
-      << peer
-      << " parity: sampler | cases | identical | tie order | ties kept | min_keep | peer NaN | peer rounding"
-         " | definition | unexplained | max |dp| | max |dlogit or dmu|\n";
+  std::cout << "\n"
+            << peer
+            << " parity: sampler | cases | identical | tie order | ties kept | peer NaN | peer rounding"
+               " | definition | unexplained | max |dp| | max |dlogit or dmu|\n";
   for (const auto& [name, t] : table)
     std::cout << "  " << name << " | " << t.cases << " | " << t.identical << " | " << t.ties << " | "
-              << t.ties_kept << " | " << t.min_keep << " | " << t.peer_nan << " | " << t.rounding << " | "
-              << t.definition << " | " << t.unexplained << " | " << t.max_prob_diff << " | "
-              << t.max_logit_diff << "\n";
+              << t.ties_kept << " | " << t.peer_nan << " | " << t.rounding << " | " << t.definition << " | "
+              << t.unexplained << " | " << t.max_prob_diff << " | " << t.max_logit_diff << "\n";
 }
 
 // A processed row (bias, penalties, DRY, no-repeat-ngram) against the peer's, token by token.
@@ -244,6 +241,8 @@ TEST_CASE("peers: llama.cpp's samplers", "[peers][llama_cpp]") {
     tally& t = table[name];
     ref::state s = ref::candidates(row);
     const std::span<const float> r(row);
+    const int keep = min_keep_of(p);  // run with the peer's own min_keep
+    const auto keep_n = static_cast<std::size_t>(keep);
     if (name == "top_k" || name == "top_p" || name == "min_p" || name == "typical" || name == "top_n_sigma" ||
         name == "xtc") {
       nc::distribution d;
@@ -254,18 +253,18 @@ TEST_CASE("peers: llama.cpp's samplers", "[peers][llama_cpp]") {
         ref::apply_top_k(s, p["k"].get<int>());
         exact = ref_set(s);
       } else if (name == "top_p") {
-        d = nc::top_p(p["p"].get<float>())(r, ws);
-        ref::apply_top_p(s, static_cast<double>(p["p"].get<float>()), nullptr);
+        d = nc::top_p(p["p"].get<float>(), keep)(r, ws);
+        ref::apply_top_p(s, static_cast<double>(p["p"].get<float>()), nullptr, keep_n);
         margin = s.ambiguous ? 0.0 : ref::inf;
         exact = ref_set(s);
       } else if (name == "min_p") {
-        d = nc::min_p(p["p"].get<float>())(r, ws);
-        ref::apply_min_p(s, static_cast<double>(p["p"].get<float>()), nullptr);
+        d = nc::min_p(p["p"].get<float>(), keep)(r, ws);
+        ref::apply_min_p(s, static_cast<double>(p["p"].get<float>()), nullptr, keep_n);
         margin = s.ambiguous ? 0.0 : ref::inf;
         exact = ref_set(s);
       } else if (name == "typical") {
-        d = nc::typical(p["p"].get<float>())(r, ws);
-        const auto cut = ref::typical(s, static_cast<double>(p["p"].get<float>()));
+        d = nc::typical(p["p"].get<float>(), keep)(r, ws);
+        const auto cut = ref::typical(s, static_cast<double>(p["p"].get<float>()), keep_n);
         margin = cut.margin;
         exact = ref_set(cut.s);
       } else if (name == "top_n_sigma") {
@@ -275,8 +274,8 @@ TEST_CASE("peers: llama.cpp's samplers", "[peers][llama_cpp]") {
         exact = ref_set(cut.s);
       } else {
         const float prob = p["probability"].get<float>(), thr = p["threshold"].get<float>();
-        d = nc::xtc(prob, thr)(r, ws, nc::draw_key{0, 0});  // probability 0 or 1: the coin is moot
-        const auto cut = ref::xtc(s, static_cast<double>(prob), static_cast<double>(thr), 0.0);
+        d = nc::xtc(prob, thr, keep)(r, ws, nc::draw_key{0, 0});  // probability 0 or 1: the coin is moot
+        const auto cut = ref::xtc(s, static_cast<double>(prob), static_cast<double>(thr), 0.0, keep_n);
         margin = cut.margin;
         exact = ref_set(cut.s);
       }
@@ -438,6 +437,8 @@ TEST_CASE("peers: Hugging Face's logits processors", "[peers][hf]") {
     tally& t = table[name];
     ref::state s = ref::candidates(row);
     const std::span<const float> r(row);
+    const int keep = min_keep_of(p);  // run with the peer's own min_tokens_to_keep
+    const auto keep_n = static_cast<std::size_t>(keep);
     if (name == "repetition_penalty" || name == "no_repeat_ngram") {
       nc::sampling_params sp;
       if (name == "repetition_penalty") sp.repetition_penalty = p["penalty"].get<float>();
@@ -472,35 +473,35 @@ TEST_CASE("peers: Hugging Face's logits processors", "[peers][hf]") {
       d = nc::temperature(p["temperature"].get<float>())(r, ws);
       exact = ref_set(s);
     } else if (name == "top_k") {
-      d = nc::top_k(p["top_k"].get<int>(), nc::ties::keep)(r, ws);
-      ref::apply_top_k_ties(s, p["top_k"].get<int>());
+      d = nc::top_k(p["top_k"].get<int>(), nc::ties::keep, keep)(r, ws);
+      ref::apply_top_k_ties(s, std::max(p["top_k"].get<int>(), keep));  // HF raises k to min_keep
       exact = ref_set(s);
     } else if (name == "top_p") {
-      // HF accepts top_p = 0 and keeps its one min_tokens_to_keep token; nucleus requires p > 0, and
-      // its smallest p keeps exactly the rank-first token.
+      // HF accepts top_p = 0 and keeps its min_tokens_to_keep tokens; nucleus requires p > 0, and its
+      // smallest p keeps exactly the rank-first token, then min_keep the first min_keep.
       const float tp = std::max(p["top_p"].get<float>(), std::numeric_limits<float>::min());
-      d = nc::top_p(tp)(r, ws);
-      ref::apply_top_p(s, static_cast<double>(tp), nullptr);
+      d = nc::top_p(tp, keep)(r, ws);
+      ref::apply_top_p(s, static_cast<double>(tp), nullptr, keep_n);
       margin = s.ambiguous ? 0.0 : ref::inf;
       exact = ref_set(s);
     } else if (name == "min_p") {
-      d = nc::min_p(p["min_p"].get<float>())(r, ws);
-      ref::apply_min_p(s, static_cast<double>(p["min_p"].get<float>()), nullptr);
+      d = nc::min_p(p["min_p"].get<float>(), keep)(r, ws);
+      ref::apply_min_p(s, static_cast<double>(p["min_p"].get<float>()), nullptr, keep_n);
       margin = s.ambiguous ? 0.0 : ref::inf;
       exact = ref_set(s);
     } else if (name == "typical") {
-      d = nc::typical(p["mass"].get<float>())(r, ws);
-      const auto cut = ref::typical(s, static_cast<double>(p["mass"].get<float>()));
+      d = nc::typical(p["mass"].get<float>(), keep)(r, ws);
+      const auto cut = ref::typical(s, static_cast<double>(p["mass"].get<float>()), keep_n);
       margin = cut.margin;
       exact = ref_set(cut.s);
     } else if (name == "epsilon") {
-      d = nc::epsilon_cutoff(p["epsilon"].get<float>())(r, ws);
-      const auto cut = ref::epsilon_cutoff(s, static_cast<double>(p["epsilon"].get<float>()));
+      d = nc::epsilon_cutoff(p["epsilon"].get<float>(), keep)(r, ws);
+      const auto cut = ref::epsilon_cutoff(s, static_cast<double>(p["epsilon"].get<float>()), keep_n);
       margin = cut.margin;
       exact = ref_set(cut.s);
     } else if (name == "eta") {
-      d = nc::eta_cutoff(p["epsilon"].get<float>())(r, ws);
-      const auto cut = ref::eta_cutoff(s, static_cast<double>(p["epsilon"].get<float>()));
+      d = nc::eta_cutoff(p["epsilon"].get<float>(), keep)(r, ws);
+      const auto cut = ref::eta_cutoff(s, static_cast<double>(p["epsilon"].get<float>()), keep_n);
       margin = cut.margin;
       exact = ref_set(cut.s);
     } else {

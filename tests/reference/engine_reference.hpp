@@ -60,6 +60,7 @@ struct engine_params {
   long long top_k = 0;
   float top_p = 1.0f;
   float min_p = 0.0f;
+  long long min_keep = 1;  // top-k (raised to it: nucleus, hf), top-p and min-p (not vllm) keep this many
   float repetition_penalty = 1.0f;
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
@@ -111,8 +112,8 @@ inline std::string describe(const engine_params& p, engine_order o) {
   std::ostringstream os;
   os.precision(9);
   os << to_string(o) << "{T=" << p.temperature << " k=" << p.top_k << " p=" << p.top_p << " m=" << p.min_p
-     << " rep=" << p.repetition_penalty << " pres=" << p.presence_penalty << " freq=" << p.frequency_penalty
-     << " last_n=" << p.penalty_last_n << " bias=" << p.logit_bias.size()
+     << " min_keep=" << p.min_keep << " rep=" << p.repetition_penalty << " pres=" << p.presence_penalty
+     << " freq=" << p.frequency_penalty << " last_n=" << p.penalty_last_n << " bias=" << p.logit_bias.size()
      << " allowed=" << p.allowed_token_ids.size() << " banned=" << p.banned_token_ids.size()
      << " min_tokens=" << p.min_tokens << " eos=" << p.eos_token_ids.size() << " seed=" << p.seed
      << " logprobs=" << p.logprobs << (p.mode == logprob_mode::raw ? " raw" : " processed") << "}";
@@ -247,17 +248,20 @@ inline std::vector<stage> engine_stages(const engine_params& p, engine_order o) 
   const bool tiny = p.temperature > 0.0f && std::isinf(1.0f / p.temperature);
   const double T = tiny ? 0.0 : p.temperature, tp = p.top_p, m = p.min_p;
   const long long k = p.top_k;
+  // min_keep: HF raises top-k's k to it (so does nucleus); llama.cpp's top-k takes none; vLLM has none.
+  const auto keep = static_cast<std::size_t>(std::max(1LL, p.min_keep));
+  const long long k_raised = k > 0 ? std::max(k, p.min_keep) : k;
   switch (o) {
     case engine_order::nucleus:
-      return {temperature(T), top_k(k), top_p(tp), min_p(m)};
+      return {temperature(T), top_k(k_raised), top_p(tp, keep), min_p(m, keep)};
     case engine_order::vllm:
       if (T < 1e-5) return {temperature(0.0)};  // vLLM samples greedily below 1e-5
       return {temperature(T), min_p(m), top_k_ties(k), top_p(tp)};
     case engine_order::hf:
-      return {temperature(T), top_k_ties(k), top_p(tp), min_p(m)};
+      return {temperature(T), top_k_ties(k_raised), top_p(tp, keep), min_p(m, keep)};
     case engine_order::llama_cpp:
       // Temperature last: top-k, top-p and min-p see T = 1. T <= 0 is greedy.
-      return {top_k(k), top_p(tp), min_p(m), temperature(T <= 0.0 ? 0.0 : T)};
+      return {top_k(k), top_p(tp, keep), min_p(m, keep), temperature(T <= 0.0 ? 0.0 : T)};
   }
   return {};
 }

@@ -225,7 +225,8 @@ inline const char* to_string(status s) {
 enum class op { temperature, top_k, top_k_ties, top_p, min_p };  // top_k_ties: ties::keep
 struct stage {
   op kind;
-  double value;  // T, k, p or m
+  double value;              // T, k, p or m
+  std::size_t min_keep = 1;  // top_p, min_p: keep at least this many (the first in rank order)
 };
 inline stage temperature(double T) {
   return {op::temperature, T};
@@ -236,11 +237,11 @@ inline stage top_k(long long k) {
 inline stage top_k_ties(long long k) {
   return {op::top_k_ties, static_cast<double>(k)};
 }
-inline stage top_p(double p) {
-  return {op::top_p, p};
+inline stage top_p(double p, std::size_t min_keep = 1) {
+  return {op::top_p, p, min_keep};
 }
-inline stage min_p(double m) {
-  return {op::min_p, m};
+inline stage min_p(double m, std::size_t min_keep = 1) {
+  return {op::min_p, m, min_keep};
 }
 
 inline std::string describe(std::span<const stage> chain) {
@@ -259,10 +260,14 @@ inline std::string describe(std::span<const stage> chain) {
         os << "top_k(" << static_cast<long long>(chain[i].value) << ", ties::keep)";
         break;
       case op::top_p:
-        os << "top_p(" << chain[i].value << ")";
+        os << "top_p(" << chain[i].value;
+        if (chain[i].min_keep > 1) os << ", min_keep " << chain[i].min_keep;
+        os << ")";
         break;
       case op::min_p:
-        os << "min_p(" << chain[i].value << ")";
+        os << "min_p(" << chain[i].value;
+        if (chain[i].min_keep > 1) os << ", min_keep " << chain[i].min_keep;
+        os << ")";
         break;
     }
   }
@@ -376,7 +381,8 @@ inline void apply_top_k_ties(state& s, long long k) {
   s.c = std::move(kept);
 }
 
-inline void apply_top_p(state& s, double p, const guide_fn* guide) {
+// min_keep: at least that many survive, the first in rank order (all if there are fewer).
+inline void apply_top_p(state& s, double p, const guide_fn* guide, std::size_t min_keep = 1) {
   if (s.st != status::ok || s.greedy || p >= 1.0) return;
   auto o = ordered(s.c);
   auto w = weights(o, s.t);
@@ -402,12 +408,14 @@ inline void apply_top_p(state& s, double p, const guide_fn* guide) {
       if (keep < hi && (*guide)(o[keep].id) == choice::nominal) keep = std::max(keep, nominal);
     }
   }
+  keep = std::max(keep, std::min(min_keep, o.size()));
   o.resize(keep);
   by_id(o);
   s.c = std::move(o);
 }
 
-inline void apply_min_p(state& s, double m, const guide_fn* guide) {
+// min_keep: when fewer survive, the first min_keep in rank order do instead (all if there are fewer).
+inline void apply_min_p(state& s, double m, const guide_fn* guide, std::size_t min_keep = 1) {
   if (s.st != status::ok || s.greedy || m <= 0.0) return;
   double mx = max_logit(s.c);
   double threshold = std::log(m);
@@ -423,6 +431,11 @@ inline void apply_min_p(state& s, double m, const guide_fn* guide) {
     if (keep) kept.push_back(e);
   }
   if (ambiguous) ++s.ambiguous;
+  if (kept.size() < min_keep) {
+    kept = ordered(s.c);
+    kept.resize(std::min(min_keep, kept.size()));
+    by_id(kept);
+  }
   s.c = std::move(kept);
 }
 
@@ -440,10 +453,10 @@ inline state run(std::span<const float> row, std::span<const stage> chain, const
         apply_top_k_ties(s, static_cast<long long>(st.value));
         break;
       case op::top_p:
-        apply_top_p(s, st.value, guide);
+        apply_top_p(s, st.value, guide, st.min_keep);
         break;
       case op::min_p:
-        apply_min_p(s, st.value, guide);
+        apply_min_p(s, st.value, guide, st.min_keep);
         break;
     }
   }

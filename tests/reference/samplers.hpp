@@ -49,8 +49,8 @@ inline void keep_where(state& s, const std::vector<bool>& keep) {
 }
 
 // typical(p): order by |-log p_i - H| ascending (ties: higher logit, then lower id); keep while the
-// mass before a token is < p.
-inline cut typical(state s, double p) {
+// mass before a token is < p, and at least the first min_keep in that order.
+inline cut typical(state s, double p, std::size_t min_keep = 1) {
   cut r;
   if (s.st != status::ok || s.greedy || p >= 1.0 || s.c.size() < 2) return {s, r.margin};
   const auto prob = probabilities(s);
@@ -71,6 +71,7 @@ inline cut typical(state s, double p) {
     keep[order[j]] = true;
     before += prob[order[j]];
   }
+  for (std::size_t j = 0; j < std::min(min_keep, order.size()); ++j) keep[order[j]] = true;
   // Neighbouring scores that nearly tie can swap places across the cut.
   for (std::size_t j = 0; j + 1 < order.size(); ++j) note(r, score(order[j + 1]), score(order[j]));
   keep_where(s, keep);
@@ -100,8 +101,9 @@ inline cut top_n_sigma(state s, double n) {
 }
 
 // xtc(probability, threshold) for the coin u: if u < probability and threshold <= 0.5, and at least two
-// tokens have p >= threshold, all of those but the least likely (lowest logit, then highest id) go.
-inline cut xtc(state s, double probability, double threshold, double u) {
+// tokens have p >= threshold, all of those but the least likely (lowest logit, then highest id) go;
+// unless fewer than min_keep candidates would remain (then none go).
+inline cut xtc(state s, double probability, double threshold, double u, std::size_t min_keep = 1) {
   cut r;
   if (s.st != status::ok || s.greedy || probability <= 0.0 || threshold > 0.5 || s.c.size() < 2)
     return {s, r.margin};
@@ -112,7 +114,7 @@ inline cut xtc(state s, double probability, double threshold, double u) {
     note(r, prob[i], threshold);
     if (prob[i] >= threshold) above.push_back(i);
   }
-  if (above.size() < 2) return {s, r.margin};
+  if (above.size() < 2 || s.c.size() - (above.size() - 1) < min_keep) return {s, r.margin};
   std::size_t last = above[0];
   for (std::size_t i : above)
     if (s.c[i].x < s.c[last].x || (s.c[i].x == s.c[last].x && s.c[i].id > s.c[last].id)) last = i;
@@ -123,32 +125,33 @@ inline cut xtc(state s, double probability, double threshold, double u) {
   return r;
 }
 
-// Keeps p >= threshold and always the most likely tokens (those at the maximum logit).
-inline cut keep_probable(state s, double threshold) {
+// Keeps p >= threshold and always the tokens whose logit is >= the min_keep-th largest (ties with it
+// too, as Hugging Face; min_keep 1: those at the maximum).
+inline cut keep_probable(state s, double threshold, std::size_t min_keep = 1) {
   cut r;
   const auto prob = probabilities(s);
-  const double m = max_logit(s.c);
+  const double floor_x = ordered(s.c)[std::min(min_keep, s.c.size()) - 1].x;
   std::vector<bool> keep(s.c.size());
   for (std::size_t i = 0; i < s.c.size(); ++i) {
-    keep[i] = prob[i] >= threshold || s.c[i].x == m;
-    if (s.c[i].x != m) note(r, prob[i], threshold);
+    keep[i] = prob[i] >= threshold || s.c[i].x >= floor_x;
+    if (s.c[i].x < floor_x) note(r, prob[i], threshold);
   }
   keep_where(s, keep);
   r.s = std::move(s);
   return r;
 }
 
-inline cut epsilon_cutoff(state s, double e) {
+inline cut epsilon_cutoff(state s, double e, std::size_t min_keep = 1) {
   if (s.st != status::ok || s.greedy || e <= 0.0 || s.c.size() < 2)
     return {s, std::numeric_limits<double>::infinity()};
-  return keep_probable(std::move(s), e);
+  return keep_probable(std::move(s), e, min_keep);
 }
 
-inline cut eta_cutoff(state s, double eta) {
+inline cut eta_cutoff(state s, double eta, std::size_t min_keep = 1) {
   if (s.st != status::ok || s.greedy || eta <= 0.0 || s.c.size() < 2)
     return {s, std::numeric_limits<double>::infinity()};
   const double h = entropy(probabilities(s));
-  return keep_probable(std::move(s), std::min(eta, std::sqrt(eta) * std::exp(-h)));
+  return keep_probable(std::move(s), std::min(eta, std::sqrt(eta) * std::exp(-h)), min_keep);
 }
 
 // The temperature dynamic_temperature(t, range, exponent) gives this candidate set (at s.t).

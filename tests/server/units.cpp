@@ -130,4 +130,14 @@ TEST_CASE("request errors name their parameter", "[server]") {
   } catch (const std::invalid_argument& e) {
     CHECK(srv::sampler_error(e).param == "nucleus.top_n_sigma");
   }
+  // min_keep rides in the extension; the sampler's own check names it there.
+  CHECK(srv::parse_request(R"({"prompt": "x", "nucleus": {"min_keep": 5}})", srv::endpoint::completions)
+            .params.min_keep == 5);
+  CHECK(param_of(R"({"prompt": "x", "nucleus": {"min_keep": 1.5}})") == "nucleus.min_keep");
+  try {
+    nucleus::sampler bad(nucleus::sampling_params{.min_keep = 0});
+    FAIL("accepted");
+  } catch (const std::invalid_argument& e) {
+    CHECK(srv::sampler_error(e).param == "nucleus.min_keep");
+  }
 }

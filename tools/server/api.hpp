@@ -204,6 +204,8 @@ inline void parse_extension(const json& ext, generation_request& r, const limits
       p.epsilon_cutoff = real(v, param);
     else if (key == "eta_cutoff")
       p.eta_cutoff = real(v, param);
+    else if (key == "min_keep")
+      p.min_keep = int32(v, param);
     else if (key == "dynatemp_range")
       p.dynatemp_range = real(v, param);
     else if (key == "dynatemp_exponent")

@@ -45,6 +45,11 @@ struct sampling_params {
   float mirostat_tau = 5.0f;       // finite, >= 0
   float mirostat_eta = 0.1f;       // finite, >= 0
 
+  // The truncation stages' floor (llama.cpp's min_keep, HF's min_tokens_to_keep): each keeps at least
+  // this many candidates, where its engine applies it (docs/semantics.md). >= 1; 1 is no floor
+  // (llama.cpp's server sends 0 for that: here 0 is refused).
+  int min_keep = 1;
+
   float repetition_penalty = 1.0f;  // > 0, finite; 1 disables
   float presence_penalty = 0.0f;    // finite
   float frequency_penalty = 0.0f;   // finite
@@ -104,6 +109,7 @@ inline void check_order(const sampling_params& p, engine_order order) {
       {"xtc_probability", p.xtc_probability > 0.0f, false, false, true, true},
       {"epsilon_cutoff", p.epsilon_cutoff > 0.0f, false, true, false, true},
       {"eta_cutoff", p.eta_cutoff > 0.0f, false, true, false, true},
+      {"min_keep", p.min_keep > 1, false, true, true, true},
       {"dynatemp_range", p.dynatemp_range > 0.0f, false, false, true, true},
       {"mirostat", p.mirostat != 0, false, false, true, false},
       {"presence_penalty", p.presence_penalty != 0.0f, true, false, true, false},
@@ -157,6 +163,7 @@ inline void validate(const sampling_params& p, engine_order order) {
     bad_param("epsilon_cutoff", "must be in [0, 1) (0 disables)");
   if (!(p.eta_cutoff >= 0.0f && p.eta_cutoff < 1.0f))
     bad_param("eta_cutoff", "must be in [0, 1) (0 disables)");
+  if (p.min_keep < 1) bad_param("min_keep", "must be >= 1 (1 is no floor; llama.cpp's 0 means 1)");
   if (!std::isfinite(p.dynatemp_range)) bad_param("dynatemp_range", "must be finite (<= 0 disables)");
   if (!(p.dynatemp_exponent >= 0.0f) || std::isinf(p.dynatemp_exponent))
     bad_param("dynatemp_exponent", "must be finite and >= 0");

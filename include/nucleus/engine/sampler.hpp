@@ -226,20 +226,25 @@ class sampler {
     validate(p, order);
     float t = p.temperature;
     if (order == engine_order::vllm && t < 1e-5f) t = 0.0f;  // vLLM samples greedily below 1e-5
+    // min_keep goes to each stage its engine gives it to (validate() left it at 1 for vllm): llama.cpp
+    // to top-p, min-p, typical and xtc; HF to top-k (raising k), top-p, min-p, typical, ε and η;
+    // nucleus to all of these.
+    const auto keep = static_cast<std::size_t>(p.min_keep);
+    const int k_floor = p.top_k > 0 ? std::max(p.top_k, p.min_keep) : p.top_k;
     const temperature_stage temp{{}, t};
     const dynamic_temperature_stage dyn{{}, t, p.dynatemp_range, p.dynatemp_exponent};
-    const top_p_stage tp{{}, p.top_p};
-    const min_p_stage mp{{}, p.min_p};
-    const typical_stage typ{{}, p.typical_p};
+    const top_p_stage tp{{}, p.top_p, keep};
+    const min_p_stage mp{{}, p.min_p, keep};
+    const typical_stage typ{{}, p.typical_p, keep};
     const top_n_sigma_stage sigma{{}, p.top_n_sigma};
-    const xtc_stage x{{}, p.xtc_probability, p.xtc_threshold};
-    const epsilon_cutoff_stage eps{{}, p.epsilon_cutoff};
-    const eta_cutoff_stage eta{{}, p.eta_cutoff};
+    const xtc_stage x{{}, p.xtc_probability, p.xtc_threshold, keep};
+    const epsilon_cutoff_stage eps{{}, p.epsilon_cutoff, keep};
+    const eta_cutoff_stage eta{{}, p.eta_cutoff, keep};
     switch (order) {
       case engine_order::vllm:
         return vllm_chain(temp, mp, top_k_stage{{}, p.top_k, ties::keep}, tp, categorical_stage{});
       case engine_order::hf:
-        return hf_chain(temp, top_k_stage{{}, p.top_k, ties::keep}, tp, mp, typ, eps, eta,
+        return hf_chain(temp, top_k_stage{{}, k_floor, ties::keep}, tp, mp, typ, eps, eta,
                         categorical_stage{});
       case engine_order::llama_cpp:
         return llama_cpp_chain(sigma, top_k_stage{{}, p.top_k, ties::exact}, typ, tp, mp, x, dyn,
@@ -247,7 +252,7 @@ class sampler {
       case engine_order::nucleus:
         break;
     }
-    return nucleus_chain(dyn, sigma, top_k_stage{{}, p.top_k, ties::exact}, typ, tp, mp, eps, eta, x,
+    return nucleus_chain(dyn, sigma, top_k_stage{{}, k_floor, ties::exact}, typ, tp, mp, eps, eta, x,
                          categorical_stage{});
   }
 

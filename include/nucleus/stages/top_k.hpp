@@ -1,4 +1,5 @@
-// top_k(k): keeps the k highest logits; ties at the boundary go to the lower token id.
+// top_k(k): keeps the k highest logits; ties at the boundary go to the lower token id. top_k(k, ties,
+// min_keep) raises k to min_keep.
 #pragma once
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 
 #include "nucleus/core/chain.hpp"
 #include "nucleus/simd/targets.hpp"
+#include "nucleus/stages/min_keep.hpp"
 
 namespace nucleus {
 
@@ -60,6 +62,12 @@ struct top_k_stage : stage<top_k_stage> {
 
 inline top_k_stage top_k(int k, ties tie_rule = ties::exact) noexcept {
   return top_k_stage{{}, k, tie_rule};
+}
+// With a min_keep floor (Hugging Face's min_tokens_to_keep): k is raised to min_keep; k <= 0 still
+// disables.
+inline top_k_stage top_k(int k, ties tie_rule, int min_keep) {
+  const auto floor_k = static_cast<int>(detail::checked_min_keep(min_keep, "top_k"));
+  return top_k_stage{{}, k > 0 && k < floor_k ? floor_k : k, tie_rule};
 }
 
 }  // namespace nucleus

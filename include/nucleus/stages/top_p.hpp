@@ -1,5 +1,6 @@
-// top_p(p): nucleus sampling. In rank order (logit desc, id asc), a token is kept while the
-// probability of the tokens before it is < p; the token that crosses p is kept.
+// top_p(p, min_keep = 1): nucleus sampling. In rank order (logit desc, id asc), a token is kept while
+// the probability of the tokens before it is < p; the token that crosses p is kept; and at least the
+// first min_keep are (llama.cpp's and Hugging Face's min_keep).
 #pragma once
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 
 #include "nucleus/core/chain.hpp"
 #include "nucleus/simd/targets.hpp"
+#include "nucleus/stages/min_keep.hpp"
 
 namespace nucleus {
 
@@ -39,11 +41,15 @@ struct top_p_stage : stage<top_p_stage> {
   static constexpr stage_info info{.truncates = true, .needs_probs = true, .needs_max = true};
 
   float p;
+  std::size_t min_keep = 1;
 
   void apply(row_state& s) const {
     if (p >= 1.0f) return;
     const float m = s.max_logit();
     if (!s.live() || s.size() == 1) return;
+    // The rank key of the min_keep-th candidate: the cut never falls before it (0: keep everything).
+    const std::uint64_t floor_key = min_keep > 1 ? detail::min_keep_floor(s, min_keep) : ~std::uint64_t{0};
+    if (floor_key == 0) return;
     const float inv = s.inv_temperature();
     workspace& ws = s.ws();
     const detail::wsum total =
@@ -55,7 +61,7 @@ struct top_p_stage : stage<top_p_stage> {
       std::size_t keep = 0;
       while (keep < s.size() && before < bound)
         before += detail::weight(detail::exp_scalar(s.scaled(keep++)));
-      s.truncate(keep);
+      s.truncate(std::max(keep, min_keep));
       return;
     }
 
@@ -63,7 +69,9 @@ struct top_p_stage : stage<top_p_stage> {
     // less than the (1 - p) share the cut leaves out. One compaction drops them.
     const double z = detail::to_double(total);
     const double floor_w = (1.0 - static_cast<double>(p)) * z / (2.0 * static_cast<double>(s.size()));
-    s.keep_scaled_at_least(m, inv, static_cast<float>(std::log(floor_w)));
+    float reachable = static_cast<float>(std::log(floor_w));
+    if (min_keep > 1) reachable = std::min(reachable, detail::scaled(detail::key_value(floor_key), m, inv));
+    s.keep_scaled_at_least(m, inv, reachable);
 
     const std::size_t n = s.size();
     const float* v = s.logits();
@@ -103,6 +111,10 @@ struct top_p_stage : stage<top_p_stage> {
       cut = detail::walk_cut(keys, members, before, bound, m, inv);
       listed = members;  // equal values share a bin, so the edge bin holds all of the cut's ties
     }
+    if (keys[cut] > floor_key) {  // min_keep reaches past the cut
+      detail::keep_rank_floor(s, floor_key);
+      return;
+    }
     const float cut_v = detail::key_value(keys[cut]);
     if (cut + 1 == listed || detail::key_value(keys[cut + 1]) != cut_v) {
       // No token tied with the cut is dropped: the cut is a plain logit threshold (one SIMD pass).
@@ -115,9 +127,9 @@ struct top_p_stage : stage<top_p_stage> {
   }
 };
 
-inline top_p_stage top_p(float p) {
+inline top_p_stage top_p(float p, int min_keep = 1) {
   if (!(p > 0.0f && p <= 1.0f)) throw std::invalid_argument("nucleus::top_p: p must be in (0, 1]");
-  return top_p_stage{{}, p};
+  return top_p_stage{{}, p, detail::checked_min_keep(min_keep, "top_p")};
 }
 
 }  // namespace nucleus

@@ -1,6 +1,7 @@
-// typical(p): locally typical sampling (Meister et al.; llama.cpp's and Hugging Face's typical_p).
-// Tokens are ranked by how far their surprise -log p lies from the entropy H, nearest first, and kept
-// while the probability of the tokens before them is < p (the token that crosses p is kept).
+// typical(p, min_keep = 1): locally typical sampling (Meister et al.; llama.cpp's and Hugging Face's
+// typical_p). Tokens are ranked by how far their surprise -log p lies from the entropy H, nearest
+// first, and kept while the probability of the tokens before them is < p (the token that crosses p
+// is kept), and at least the first min_keep in that order (as both engines apply min_keep).
 //
 // -log p_i - H = E[y] - y_i for the scaled logits y = (x - max) / T, so the ranking is the distance of
 // y_i from its mean under the distribution (core/row_stats.hpp): no log, and exact sums. Ties in
@@ -18,6 +19,7 @@
 #include "nucleus/core/chain.hpp"
 #include "nucleus/core/row_stats.hpp"
 #include "nucleus/simd/targets.hpp"
+#include "nucleus/stages/min_keep.hpp"
 
 namespace nucleus {
 
@@ -29,12 +31,14 @@ struct typical_stage : stage<typical_stage> {
   static constexpr stage_info info{.truncates = true, .needs_probs = true, .needs_max = true};
 
   float p;  // >= 1: disabled
+  std::size_t min_keep = 1;
 
   void apply(row_state& s) const {
     if (p >= 1.0f) return;
     const float m = s.max_logit();
     if (!s.live() || s.size() == 1) return;
     if (s.dense()) s.keep_scaled_at_least(0.0f, 1.0f, -std::numeric_limits<float>::max());
+    if (min_keep > 1 && min_keep >= s.size()) return;  // (s.size() now counts candidates only)
     const float inv = s.inv_temperature();
     const detail::row_moments mo = detail::moments(s);  // leaves exp(y) in ws.probs
     const detail::wsum bound = detail::mass_bound(p, mo.total);
@@ -65,6 +69,22 @@ struct typical_stage : stage<typical_stage> {
     detail::wsum before = 0;
     std::uint32_t edge = 0;
     while (edge < last && before + mass[edge] < bound) before += mass[edge++];
+    // min_keep: the first min_keep in the same order end in bin `reach`, needing `reach_take` of it.
+    std::size_t reach_take = 0;
+    if (min_keep > 1) {
+      detail::wsum* count = mass;  // the masses are spent: count the candidates per bin instead
+      std::fill(count, count + detail::hist_bins, detail::wsum{0});
+      for (std::size_t i = 0; i < n; ++i) ++count[bin_of(i)];
+      std::size_t below = 0;
+      std::uint32_t reach = 0;
+      while (below + static_cast<std::size_t>(count[reach]) < min_keep)
+        below += static_cast<std::size_t>(count[reach++]);
+      if (reach > edge) {
+        edge = reach;
+        before = bound;  // the mass cut takes nothing of the new edge bin
+      }
+      if (reach == edge) reach_take = min_keep - below;
+    }
     // Only the edge bin is sorted: distance, then the higher logit, then the lower id.
     std::uint64_t* order = ws.keys.ensure(n);
     std::size_t members = 0;
@@ -79,6 +99,7 @@ struct typical_stage : stage<typical_stage> {
     std::size_t take = 0;
     while (take < members && before < bound)
       before += detail::weight(detail::exp_scalar(detail::scaled(v[order[take++]], m, inv)));
+    take = std::max(take, reach_take);
     std::sort(order, order + take);  // the kept edge members, in position order
     // Kept: every bin below the edge, and the first `take` of the edge bin. In place, in the
     // candidates' order (ascending id, or rank order after top_k): the write index never passes i.
@@ -103,9 +124,9 @@ struct typical_stage : stage<typical_stage> {
   }
 };
 
-inline typical_stage typical(float p) {
+inline typical_stage typical(float p, int min_keep = 1) {
   if (!(p > 0.0f && p <= 1.0f)) throw std::invalid_argument("nucleus::typical: p must be in (0, 1]");
-  return typical_stage{{}, p};
+  return typical_stage{{}, p, detail::checked_min_keep(min_keep, "typical")};
 }
 
 }  // namespace nucleus

@@ -1,7 +1,8 @@
-// xtc(probability, threshold): "exclude top choices" (llama.cpp's XTC). With chance `probability`,
-// every token whose probability is >= threshold is removed except the least likely of them, so the
-// choice falls on a less obvious but still likely token. Nothing happens unless at least two tokens
-// reach the threshold. The coin is the draw key's own stream (draw_key.hpp): no hidden generator.
+// xtc(probability, threshold, min_keep = 1): "exclude top choices" (llama.cpp's XTC). With chance
+// `probability`, every token whose probability is >= threshold is removed except the least likely of
+// them, so the choice falls on a less obvious but still likely token. Nothing happens unless at least
+// two tokens reach the threshold, nor (as llama.cpp's min_keep) when fewer than min_keep candidates
+// would remain. The coin is the draw key's own stream (draw_key.hpp): no hidden generator.
 #pragma once
 
 #include <cmath>
@@ -11,6 +12,7 @@
 
 #include "nucleus/core/chain.hpp"
 #include "nucleus/simd/targets.hpp"
+#include "nucleus/stages/min_keep.hpp"
 
 namespace nucleus {
 
@@ -20,6 +22,7 @@ struct xtc_stage : stage<xtc_stage> {
 
   float probability;  // <= 0: disabled
   float threshold;    // > 0.5: disabled (at most one token can exceed it)
+  std::size_t min_keep = 1;
 
   void apply(row_state& s, draw_key key) const noexcept {
     if (probability <= 0.0f || threshold > 0.5f) return;
@@ -46,18 +49,19 @@ struct xtc_stage : stage<xtc_stage> {
       }
     });
     if (above < 2) return;
+    if (min_keep > 1 && detail::candidate_count(s) - (above - 1) < min_keep) return;  // all or nothing
     const float lv = detail::key_value(last);
     const std::int32_t lid = detail::key_id(last);
     s.keep_if([&](float x, std::int32_t id) { return x < lv || (x == lv && id >= lid); });
   }
 };
 
-inline xtc_stage xtc(float probability, float threshold) {
+inline xtc_stage xtc(float probability, float threshold, int min_keep = 1) {
   if (!(probability >= 0.0f && probability <= 1.0f))
     throw std::invalid_argument("nucleus::xtc: probability must be in [0, 1]");
   if (!(threshold >= 0.0f && threshold <= 1.0f))
     throw std::invalid_argument("nucleus::xtc: threshold must be in [0, 1] (> 0.5 disables)");
-  return xtc_stage{{}, probability, threshold};
+  return xtc_stage{{}, probability, threshold, detail::checked_min_keep(min_keep, "xtc")};
 }
 
 }  // namespace nucleus
