@@ -1,0 +1,170 @@
+// One row across threads: sampler::sample on the whole row (one thread) beside split_sampler, which
+// cuts the same row by vocabulary into shards (nucleus/sharded/split.hpp) run inline (1 shard: the
+// cost of the rounds alone) or on a two-thread pool (2 shards). BM_onepass runs first, as everywhere.
+//
+// Counters: `passes` is the time per row over BM_onepass's at the same V; `speedup` is the whole-row
+// time over this benchmark's (the whole row's time from earlier in the same run); `rounds` and
+// `bytes_per_shard` are the split's exchange. bench/sharded_table.py prints the table from medians.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <random>
+#include <span>
+#include <string>
+#include <utility>
+
+#include <benchmark/benchmark.h>
+
+#include "harness.hpp"
+#include "nucleus/engine.hpp"
+#include "nucleus/sharded/split.hpp"
+
+namespace nc = nucleus;
+namespace nb = nucleus::bench;
+
+namespace {
+
+// Qwen2 and Qwen3-Next: the long rows a tensor-parallel LM head splits.
+constexpr std::array<std::int64_t, 2> sharded_vocabs{151936, 248320};
+
+// Set when a warm-up result differs from the whole row's; main then exits 1 (the smoke test fails).
+bool wrong_result = false;
+
+// uniform(-0.5, 0.5): at T = 1 top-p 0.9's nucleus holds about 90% of the vocabulary, far past the
+// shards' leader budget, so the split takes its histogram rounds.
+std::span<const float> flat_logits(std::size_t vocab) {
+  static std::map<std::size_t, nb::aligned_floats> rows;
+  auto it = rows.find(vocab);
+  if (it == rows.end()) {
+    std::mt19937_64 rng(0x666C6174ull + vocab);
+    std::uniform_real_distribution<float> u(-0.5f, 0.5f);
+    nb::aligned_floats x(vocab);
+    for (float& v : x) v = u(rng);
+    it = rows.emplace(vocab, std::move(x)).first;
+  }
+  return {it->second.data(), it->second.size()};
+}
+
+struct knob_set {
+  const char* name;
+  bool flat;  // the flat row, else common.hpp's peaky one
+  nc::sampling_params params;
+};
+
+const std::array<knob_set, 6> knob_sets{{
+    {"categorical", false, {.temperature = 1.0f, .seed = 1}},
+    {"flat_topp", true, {.temperature = 1.0f, .top_p = 0.9f, .seed = 2}},
+    {"topp", false, {.temperature = 0.7f, .top_p = 0.9f, .seed = 3}},
+    {"topk_topp", false, {.temperature = 0.7f, .top_k = 40, .top_p = 0.9f, .seed = 4}},
+    {"minp", false, {.temperature = 1.0f, .min_p = 0.05f, .seed = 5}},
+    {"greedy", false, {.temperature = 0.0f, .seed = 6}},
+}};
+
+std::span<const float> row_of(const knob_set& k, std::size_t vocab) {
+  return k.flat ? flat_logits(vocab) : nb::peaky_logits(vocab);
+}
+
+// The whole row's time per row, recorded by BM_whole for the split benchmarks' `speedup`.
+std::map<std::pair<std::string, std::size_t>, nb::detail::baseline_time>& whole_times() {
+  static std::map<std::pair<std::string, std::size_t>, nb::detail::baseline_time> t;
+  return t;
+}
+
+nc::thread_pool& pool2() {
+  static nc::thread_pool pool(2);
+  return pool;
+}
+
+void BM_whole(benchmark::State& state, const knob_set& k) {
+  const auto vocab = static_cast<std::size_t>(state.range(0));
+  const std::span<const float> row = row_of(k, vocab);
+  const nc::sampler s(k.params);
+  nc::workspace& ws = nb::shared_workspace();
+  nc::row_request rq;
+  benchmark::DoNotOptimize(s.sample(row, ws, rq));  // warm-up: the first row may size the workspace
+  const double t0 = nb::now_ns();
+  nb::run_with_passes(state, vocab, [&] {
+    ++rq.position;
+    nc::row_result r = s.sample(row, ws, rq);
+    benchmark::DoNotOptimize(r);
+  });
+  nb::detail::baseline_time& w = whole_times()[{k.name, vocab}];
+  w.total_ns += nb::now_ns() - t0;
+  w.iterations += static_cast<double>(state.iterations());
+}
+
+template <class Exec>
+void BM_split(benchmark::State& state, const knob_set& k, Exec& ex) {
+  if (ex.concurrency() > 1 && nb::detail::cpu_time_flag()) {
+    state.SkipWithError("--nucleus_cpu_time counts only the calling thread: run threaded cases on wall time");
+    return;
+  }
+  const auto vocab = static_cast<std::size_t>(state.range(0));
+  const std::span<const float> row = row_of(k, vocab);
+  const nc::sampler s(k.params);
+  nc::split_sampler split(s, ex.concurrency());
+  nc::row_request rq;
+
+  // Untimed, and a check: a few draws must equal the whole row's, bit for bit.
+  nc::workspace ws(vocab);
+  for (rq.position = 0; rq.position < 4; ++rq.position) {
+    const nc::row_result want = s.sample(row, ws, rq);
+    const nc::row_result got = split.sample(row, rq, {}, ex);
+    if (got == want && want.status == nc::status::ok) continue;
+    std::fprintf(stderr,
+                 "nucleus sharded bench: %s/%zu position %llu: split gave token %d (status %d), "
+                 "the whole row %d (%d)\n",
+                 k.name, vocab, static_cast<unsigned long long>(rq.position), got.token,
+                 static_cast<int>(got.status), want.token, static_cast<int>(want.status));
+    wrong_result = true;
+    state.SkipWithError("the split result differs from the whole row's");
+    return;
+  }
+
+  const double t0 = nb::now_ns();
+  nb::run_with_passes(state, vocab, [&] {
+    ++rq.position;
+    nc::row_result r = split.sample(row, rq, {}, ex);
+    benchmark::DoNotOptimize(r);
+  });
+  const double per_row = (nb::now_ns() - t0) / static_cast<double>(state.iterations());
+  const auto w = whole_times().find({k.name, vocab});
+  if (w != whole_times().end() && w->second.iterations > 0)
+    state.counters["speedup"] = w->second.total_ns / w->second.iterations / per_row;
+  state.counters["rounds"] = static_cast<double>(split.rounds());
+  state.counters["bytes_per_shard"] = static_cast<double>(split.bytes_per_shard());
+}
+
+void register_sharded() {
+  for (std::int64_t vocab : sharded_vocabs)
+    for (const knob_set& k : knob_sets) {
+      const std::string tail = std::string(k.name) + "/";
+      benchmark::RegisterBenchmark(("BM_whole/" + tail + "threads:1").c_str(),
+                                   [&k](benchmark::State& s) { BM_whole(s, k); })
+          ->Arg(vocab)
+          ->Unit(benchmark::kMicrosecond);
+      benchmark::RegisterBenchmark(("BM_split/" + tail + "shards:1").c_str(),
+                                   [&k](benchmark::State& s) {
+                                     nc::inline_executor ex;
+                                     BM_split(s, k, ex);
+                                   })
+          ->Arg(vocab)
+          ->Unit(benchmark::kMicrosecond);
+      benchmark::RegisterBenchmark(("BM_split/" + tail + "shards:2").c_str(),
+                                   [&k](benchmark::State& s) { BM_split(s, k, pool2()); })
+          ->Arg(vocab)
+          ->Unit(benchmark::kMicrosecond)
+          ->UseRealTime();  // the calling thread's CPU time is only its share
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int rc = nb::run(argc, argv, register_sharded);
+  if (rc != 0) return rc;
+  if (wrong_result) std::fprintf(stderr, "nucleus sharded bench: a split result was wrong (see above)\n");
+  return wrong_result ? 1 : 0;
+}
