@@ -458,3 +458,21 @@ TEST_CASE("batch: processors never create or remove an infinity", "[batch][engin
   const auto r = s.sample(std::span<const float>(row), ws, {{}, out, {}, 0});
   CHECK(r.token == 1);
 }
+
+TEST_CASE("batch: a client's huge top_k sizes the scratch by the row, not by k", "[batch]") {
+  // top_k = INT_MAX once made batch_sampler reserve 2k + 1024 rank keys (32 GiB) before any row ran.
+  const std::size_t V = 1000;
+  ref::rng g(5);
+  const std::vector<float> row = ref::uniform_row(V, g);
+  nc::sampling_params p;
+  p.top_k = std::numeric_limits<int>::max();
+  p.logprobs = 3;
+  const nc::sampler s(p);
+  nc::batch_sampler bs;
+  const nc::batch_row rows[] = {{&s, {}}};
+  nc::row_result out[1];
+  REQUIRE_NOTHROW(bs.sample(nc::logits_matrix<float>{row.data(), 1, V, V}, rows, out));
+  nc::workspace ws(V);
+  CHECK(out[0] == s.sample(std::span<const float>(row), ws, nc::row_request{}));
+  CHECK(s.key_capacity(V) == nc::detail::select_capacity(V));
+}

@@ -8,6 +8,7 @@
 #include <new>
 
 #include <nucleus/engine.hpp>
+#include <nucleus/sharded/split.hpp>
 
 #include "reference/cases.hpp"
 
@@ -335,4 +336,49 @@ TEST_CASE("allocation: a batch of verification and plain rows allocates nothing 
     stood += r.accepted;
   }
   CHECK(stood > 0);
+}
+
+TEST_CASE("allocation: one row split across shards allocates nothing after a warm-up call",
+          "[core][allocation][sharded]") {
+  const std::size_t V = 151936;
+  ref::rng g(23);
+  std::vector<std::vector<float>> rows;
+  for (ref::row_kind k :
+       {ref::row_kind::peaky, ref::row_kind::flat, ref::row_kind::pos_inf, ref::row_kind::nan})
+    rows.push_back(ref::make_row(k, V, g));
+  // Every path: greedy, top-k (ties kept), top-p (leaders and the histogram spill), dense, gather.
+  std::vector<nc::sampling_params> ps(6);
+  ps[0].temperature = 0.0f;
+  ps[1].top_k = 40;
+  ps[1].logprobs = 5;
+  ps[2].top_p = 0.9f;
+  ps[2].logprobs = 3;
+  ps[2].logprobs_mode = nc::logprob_mode::processed;
+  ps[3].min_p = 0.05f;
+  ps[3].repetition_penalty = 1.2f;
+  ps[4].typical_p = 0.9f;
+  ps[5].top_p = 0.5f;
+  const nc::sampler samplers[] = {nc::sampler(ps[0]),     nc::presets::vllm(ps[1]),
+                                  nc::sampler(ps[2]),     nc::presets::llama_cpp(ps[3]),
+                                  nc::presets::hf(ps[4]), nc::sampler(ps[5])};
+  std::vector<std::int32_t> output(50);
+  for (auto& t : output) t = static_cast<std::int32_t>(g.below(V));
+  std::vector<nc::split_sampler> splits;
+  for (const auto& s : samplers) splits.emplace_back(s, 2, /*budget=*/64);
+  nc::thread_pool pool(2);
+  std::vector<nc::token_logprob> top(8);
+  auto round = [&](std::uint64_t position) {
+    for (auto& sp : splits)
+      for (const auto& row : rows) {
+        nc::row_request rq;
+        rq.output = output;
+        rq.position = position;
+        sp.sample(std::span<const float>(row), rq, std::span<nc::token_logprob>(top), pool);
+      }
+  };
+  round(0);
+  round(1);
+  const std::uint64_t before = allocations.load();
+  for (std::uint64_t i = 2; i < 5; ++i) round(i);
+  CHECK(allocations.load() - before == 0);
 }

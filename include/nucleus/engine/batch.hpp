@@ -54,7 +54,7 @@ class batch_sampler {
               E&& ex = E{}, std::span<token_logprob> top = {}, std::size_t top_stride = 0) {
     check(logits, rows, out, top, top_stride);
     std::size_t keys = 0;
-    for (const batch_row& r : rows) keys = std::max(keys, r.sampler->key_capacity());
+    for (const batch_row& r : rows) keys = std::max(keys, r.sampler->key_capacity(logits.vocab));
     prepare(ex.concurrency(), logits.vocab, keys, 0);
     ex.bulk(rows.size(), [&](std::size_t r, std::size_t slot) {
       const std::span<token_logprob> t = top_stride ? top.subspan(r * top_stride, top_stride) : top.first(0);
@@ -82,7 +82,7 @@ class batch_sampler {
                                                      row.out.size()))
         fail(r, e);
       vocab = std::max(vocab, row.target.vocab);
-      keys = std::max(keys, row.sampler->key_capacity());
+      keys = std::max(keys, row.sampler->key_capacity(row.target.vocab));
       history = std::max(history, row.request.output.size() + row.draft.size());
     }
     prepare(ex.concurrency(), vocab, keys, history);

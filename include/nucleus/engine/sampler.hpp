@@ -83,12 +83,13 @@ class sampler {
   std::size_t top_n() const noexcept {
     return params_.logprobs > 0 ? static_cast<std::size_t>(params_.logprobs) : 0;
   }
-  // Rank keys a row of this sampler may need beyond a full row's (workspace::keys), for batch
-  // code that sizes workspaces up front.
-  std::size_t key_capacity() const noexcept {
+  // Rank keys a row of `vocab` logits may need beyond a full row's (workspace::keys), for batch
+  // code that sizes workspaces up front. A selection never takes more than the row, so a huge top_k
+  // (a client's request) costs no more than k = V.
+  std::size_t key_capacity(std::size_t vocab = std::numeric_limits<std::size_t>::max()) const noexcept {
     std::size_t k = params_.top_k > 0 ? static_cast<std::size_t>(params_.top_k) : 0;
     if (params_.mirostat == 1) k = std::max<std::size_t>(k, 100);  // mirostat 1 reads its top m = 100
-    return detail::select_capacity(std::max(k, top_n()));
+    return detail::select_capacity(std::min(std::max(k, top_n()), vocab));
   }
 
   // Samples one row. `top` receives params().logprobs entries at most (fewer if it is shorter).

@@ -100,7 +100,8 @@ class shard_sampler {
     if (path_ == path::top_p) want = std::max(budget_, n_lp_);
     if (path_ == path::dense && !raw_mode_) want = n_lp_;
     select_keys(want, /*raw=*/false, out_.keys);
-    out_.truncated = want > 0 && out_.keys.size() == want;
+    // (a shard asked for at least its whole slice sent every candidate it has)
+    out_.truncated = want > 0 && want < n_ && out_.keys.size() == want;
     if (raw_mode_ && lp_ >= 0) {
       out_.raw_max = visit_raw([&](const auto* x) { return detail::max_value(x, n_); });
       select_keys(n_lp_, /*raw=*/true, out_.raw_keys);
@@ -272,7 +273,8 @@ class shard_sampler {
   // This shard's `want` best keys (processed or raw), with global ids.
   void select_keys(std::size_t want, bool raw, std::vector<std::uint64_t>& out) {
     out.clear();
-    if (want == 0 || n_ == 0) return;
+    want = std::min(want, n_);  // never more than the slice: a huge top_k costs no more than k = n
+    if (want == 0) return;
     std::uint64_t* keys = ws_->keys.ensure(detail::select_capacity(want));
     auto sel = [&](const auto* x) { return detail::select_top_k(x, nullptr, n_, want, keys); };
     const std::size_t c = raw ? visit_raw(sel) : visit_proc(sel);
