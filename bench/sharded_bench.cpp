@@ -1,6 +1,7 @@
 // One row across threads: sampler::sample on the whole row (one thread) beside split_sampler, which
 // cuts the same row by vocabulary into shards (nucleus/sharded/split.hpp) run inline (1 shard: the
-// cost of the rounds alone) or on a two-thread pool (2 shards). BM_onepass runs first, as everywhere.
+// cost of the rounds alone; 2 shards: the work two threads share) or on a two-thread pool (2 shards).
+// BM_onepass runs first, as everywhere.
 //
 // Counters: `passes` is the time per row over BM_onepass's at the same V; `speedup` is the whole-row
 // time over this benchmark's (the whole row's time from earlier in the same run); `rounds` and
@@ -14,6 +15,7 @@
 #include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <benchmark/benchmark.h>
 
@@ -95,8 +97,10 @@ void BM_whole(benchmark::State& state, const knob_set& k) {
   w.iterations += static_cast<double>(state.iterations());
 }
 
+// `shards` even cuts on executor ex: 2 shards inline run both shards' work on one thread, which
+// bounds what two idle cores could reach (each does half of it, plus the exchange).
 template <class Exec>
-void BM_split(benchmark::State& state, const knob_set& k, Exec& ex) {
+void BM_split(benchmark::State& state, const knob_set& k, Exec& ex, std::size_t shards) {
   if (ex.concurrency() > 1 && nb::detail::cpu_time_flag()) {
     state.SkipWithError("--nucleus_cpu_time counts only the calling thread: run threaded cases on wall time");
     return;
@@ -104,14 +108,19 @@ void BM_split(benchmark::State& state, const knob_set& k, Exec& ex) {
   const auto vocab = static_cast<std::size_t>(state.range(0));
   const std::span<const float> row = row_of(k, vocab);
   const nc::sampler s(k.params);
-  nc::split_sampler split(s, ex.concurrency());
+  nc::split_sampler split(s, shards);
+  std::vector<std::size_t> cuts(shards + 1);
+  for (std::size_t i = 0; i <= shards; ++i) cuts[i] = vocab * i / shards;
+  auto sample = [&](const nc::row_request& rq) {
+    return split.sample(row, std::span<const std::size_t>(cuts), rq, {}, ex);
+  };
   nc::row_request rq;
 
   // Untimed, and a check: a few draws must equal the whole row's, bit for bit.
   nc::workspace ws(vocab);
   for (rq.position = 0; rq.position < 4; ++rq.position) {
     const nc::row_result want = s.sample(row, ws, rq);
-    const nc::row_result got = split.sample(row, rq, {}, ex);
+    const nc::row_result got = sample(rq);
     if (got == want && want.status == nc::status::ok) continue;
     std::fprintf(stderr,
                  "nucleus sharded bench: %s/%zu position %llu: split gave token %d (status %d), "
@@ -126,7 +135,7 @@ void BM_split(benchmark::State& state, const knob_set& k, Exec& ex) {
   const double t0 = nb::now_ns();
   nb::run_with_passes(state, vocab, [&] {
     ++rq.position;
-    nc::row_result r = split.sample(row, rq, {}, ex);
+    nc::row_result r = sample(rq);
     benchmark::DoNotOptimize(r);
   });
   const double per_row = (nb::now_ns() - t0) / static_cast<double>(state.iterations());
@@ -145,15 +154,17 @@ void register_sharded() {
                                    [&k](benchmark::State& s) { BM_whole(s, k); })
           ->Arg(vocab)
           ->Unit(benchmark::kMicrosecond);
-      benchmark::RegisterBenchmark(("BM_split/" + tail + "shards:1").c_str(),
-                                   [&k](benchmark::State& s) {
-                                     nc::inline_executor ex;
-                                     BM_split(s, k, ex);
-                                   })
-          ->Arg(vocab)
-          ->Unit(benchmark::kMicrosecond);
-      benchmark::RegisterBenchmark(("BM_split/" + tail + "shards:2").c_str(),
-                                   [&k](benchmark::State& s) { BM_split(s, k, pool2()); })
+      for (std::size_t shards : {1, 2})
+        benchmark::RegisterBenchmark(
+            ("BM_split/" + tail + "shards:" + std::to_string(shards) + "/inline").c_str(),
+            [&k, shards](benchmark::State& s) {
+              nc::inline_executor ex;
+              BM_split(s, k, ex, shards);
+            })
+            ->Arg(vocab)
+            ->Unit(benchmark::kMicrosecond);
+      benchmark::RegisterBenchmark(("BM_split/" + tail + "shards:2/threads:2").c_str(),
+                                   [&k](benchmark::State& s) { BM_split(s, k, pool2(), 2); })
           ->Arg(vocab)
           ->Unit(benchmark::kMicrosecond)
           ->UseRealTime();  // the calling thread's CPU time is only its share
