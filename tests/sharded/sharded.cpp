@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstring>
 #include <nucleus/engine.hpp>
 #include <nucleus/sharded/split.hpp>
 #include <sstream>
@@ -100,4 +101,39 @@ TEST_CASE("sharded: the thread pool splits one row, same bits as one thread", "[
     INFO(c.describe());
     CHECK(split.sample(std::span<const float>(c.row), rq, {}, pool) == want);
   }
+}
+
+TEST_CASE("sharded: a message survives its byte form; a cut or forged one is an error naming the field",
+          "[sharded]") {
+  nc::shard_message m;
+  m.clear(3);
+  m.max = 1.5f;
+  m.token = 42;
+  m.mass = (nc::detail::wsum{1} << 100) + 7;
+  m.keys = {9, 8, 7};
+  m.hist = {1, 2};
+  m.row = {std::byte{1}, std::byte{2}, std::byte{3}};
+  std::vector<std::byte> bytes;
+  m.encode(bytes);
+  CHECK(bytes.size() == m.wire_size());
+  nc::shard_message back;
+  CHECK(back.decode(bytes) == bytes.size());
+  CHECK(back.round == 3);
+  CHECK(back.max == 1.5f);
+  CHECK(back.token == 42);
+  CHECK(back.mass == m.mass);
+  CHECK(back.keys == m.keys);
+  CHECK(back.hist == m.hist);
+  CHECK(back.row == m.row);
+  // Cut short anywhere: an error, never a read past the end.
+  for (std::size_t n = 0; n < bytes.size(); ++n) {
+    nc::shard_message cut;
+    CHECK_THROWS_AS(cut.decode(std::span<const std::byte>(bytes.data(), n)), std::invalid_argument);
+  }
+  // A forged length (2^60 keys) is refused before anything is allocated, naming the field.
+  std::vector<std::byte> forged = bytes;
+  const std::uint64_t huge = std::uint64_t{1} << 60;
+  std::memcpy(forged.data() + 72, &huge, 8);  // the keys' length, after the fixed fields
+  nc::shard_message f;
+  CHECK_THROWS_WITH(f.decode(forged), Catch::Contains("keys length"));
 }

@@ -40,7 +40,8 @@ struct batch_stats {
 
 class sharded_batch {
  public:
-  explicit sharded_batch(MPI_Comm comm, std::size_t budget = 1024) : comm_(comm), budget_(budget) {
+  explicit sharded_batch(MPI_Comm comm, std::size_t budget = shard_sampler::default_budget)
+      : comm_(comm), budget_(budget) {
     MPI_Comm_size(comm_, &ranks_);
     sizes_.resize(static_cast<std::size_t>(ranks_));
     displs_.resize(static_cast<std::size_t>(ranks_));

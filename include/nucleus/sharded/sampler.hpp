@@ -53,8 +53,10 @@ class shard_sampler {
   //           the shards' slices are gathered and the sampler runs on the whole row.
   enum class path : std::uint8_t { gather, greedy, top_k, top_p, dense };
 
-  // budget: how many leaders each shard sends for top-p before the exact histogram rounds.
-  explicit shard_sampler(std::size_t budget = 1024) : budget_(std::max<std::size_t>(budget, 1)) {}
+  // How many leaders each shard sends for top-p before the exact histogram rounds: enough for a
+  // confident row's nucleus in two rounds, few enough that the selection stays cheap.
+  static constexpr std::size_t default_budget = 64;
+  explicit shard_sampler(std::size_t budget = default_budget) : budget_(std::max<std::size_t>(budget, 1)) {}
 
   // The path the last row took.
   path route() const noexcept { return path_; }
@@ -81,30 +83,37 @@ class shard_sampler {
     has_cut_ = has_raw_ = pre_done_ = false;
     tok_ = -1;
     rounds_ = 0;
-    out_.clear(0);
+    cur_ = 0;
+    out_[0].clear(0);
     ws.reserve(n_);
     if (vocab == 0) return finish({.status = status::empty_row});
     if (!detail::sampler_access::procs(*s_).fits(vocab, rq)) return finish({.status = status::invalid_input});
     if (path_ == path::gather) {
-      out_.row.resize(n_ * sizeof(T));
-      if (n_) std::memcpy(out_.row.data(), slice.data(), n_ * sizeof(T));
+      out().row.resize(n_ * sizeof(T));
+      if (n_) std::memcpy(out().row.data(), slice.data(), n_ * sizeof(T));
       phase_ = phase::gathered;
       return sent();
     }
     if (detail::sampler_access::procs(*s_).active(rq))
       proc_ = detail::sampler_access::procs(*s_).apply_slice(slice, v0, vocab, ws, rq);
-    out_.max = visit_proc([&](const auto* x) { return detail::max_value(x, n_); });
     std::size_t want = 0;
-    if (path_ == path::greedy) want = 1;
+    if (path_ == path::greedy) {  // one pass: the argmax is the shard's best key and its maximum
+      const detail::argmax_result a = visit_proc([&](const auto* x) { return detail::argmax(x, n_); });
+      out().max = a.value;
+      if (a.index >= 0)
+        out().keys.push_back(detail::rank_key(a.value, global(static_cast<std::int32_t>(a.index))));
+    } else {
+      out().max = visit_proc([&](const auto* x) { return detail::max_value(x, n_); });
+    }
     if (path_ == path::top_k) want = k_ + 1;
     if (path_ == path::top_p) want = std::max(budget_, n_lp_);
     if (path_ == path::dense && !raw_mode_) want = n_lp_;
-    select_keys(want, /*raw=*/false, out_.keys);
+    if (path_ != path::greedy) select_keys(want, /*raw=*/false, out().keys);
     // (a shard asked for at least its whole slice sent every candidate it has)
-    out_.truncated = want > 0 && want < n_ && out_.keys.size() == want;
+    out().truncated = want > 0 && want < n_ && out().keys.size() == want;
     if (raw_mode_ && lp_ >= 0) {
-      out_.raw_max = visit_raw([&](const auto* x) { return detail::max_value(x, n_); });
-      select_keys(n_lp_, /*raw=*/true, out_.raw_keys);
+      out().raw_max = visit_raw([&](const auto* x) { return detail::max_value(x, n_); });
+      select_keys(n_lp_, /*raw=*/true, out().raw_keys);
     }
     phase_ = phase::stats;
     sent();
@@ -112,7 +121,7 @@ class shard_sampler {
 
   bool done() const noexcept { return done_; }
   // This shard's message for the current round (valid until step()).
-  const shard_message& outgoing() const noexcept { return out_; }
+  const shard_message& outgoing() const noexcept { return out_[cur_]; }
 
   // One round: all[i] is shard i's outgoing(), shards in vocabulary order, this one included.
   template <class Messages>
@@ -260,8 +269,16 @@ class shard_sampler {
   }
   const std::int32_t* pre_ids() const noexcept { return pre_compact_ ? ws_->ids.data() : nullptr; }
 
+  // This round's message is built in the other buffer, so that shards still reading the last one
+  // (on other threads) see it unchanged until every shard has stepped.
+  shard_message& out() noexcept { return out_[cur_]; }
+  void next_message() {
+    cur_ ^= 1;
+    out_[cur_].clear(static_cast<std::uint32_t>(rounds_));
+  }
+
   void sent() {
-    bytes_ += out_.wire_size();
+    bytes_ += out().wire_size();
     ++rounds_;
   }
   void finish(row_result r) {
@@ -287,14 +304,17 @@ class shard_sampler {
   template <class Messages>
   std::size_t merge_keys(const Messages& all, std::vector<std::uint64_t> shard_message::*field,
                          std::vector<std::uint64_t>& into) {
+    // Each shard's keys arrive best first: merge the runs (linear per run, no sort of the whole).
     into.clear();
     std::uint64_t floor = 0;
     for (const shard_message& m : all) {
       const auto& k = m.*field;
-      into.insert(into.end(), k.begin(), k.end());
       if (m.truncated && field == &shard_message::keys && !k.empty()) floor = std::max(floor, k.back());
+      if (k.empty()) continue;
+      merge_tmp_.resize(into.size() + k.size());
+      std::merge(into.begin(), into.end(), k.begin(), k.end(), merge_tmp_.begin(), std::greater<>{});
+      into.swap(merge_tmp_);
     }
-    std::sort(into.begin(), into.end(), std::greater<>{});
     // Every key at or above the highest last key of a shard that stopped short was sent.
     return static_cast<std::size_t>(std::upper_bound(into.begin(), into.end(), floor, std::greater<>{}) -
                                     into.begin());
@@ -333,20 +353,21 @@ class shard_sampler {
         merged_.resize(std::min(merged_.size(), more_ties ? k_ : k_ + 1));
         if (!more_ties) return finish_on_keys(merged_, !keys_in_id_order_ && k_ < vocab_, chain());
         tie_value_ = detail::key_value(merged_[k_ - 1]);
-        out_.clear(rounds_);
+        next_message();
         std::uint64_t* keys = ws_->keys.ensure(n_ + 1);
         const std::size_t c = visit_proc([&](const auto* x) {
           return detail::collect_ties(x, nullptr, n_, tie_value_, ~std::uint64_t{0}, keys, 0, n_);
         });
         for (std::size_t i = 0; i < c; ++i)
-          out_.keys.push_back(detail::rank_key(tie_value_, global(detail::key_id(keys[i]))));
+          out().keys.push_back(detail::rank_key(tie_value_, global(detail::key_id(keys[i]))));
+        std::sort(out().keys.begin(), out().keys.end(), std::greater<>{});  // sent best first
         phase_ = phase::ties;
         return sent();
       }
       case path::top_p:
-        out_.clear(rounds_);
+        next_message();
         narrow_pre();
-        out_.mass = cand_mass(inv_cut_, nullptr);
+        out().mass = cand_mass(inv_cut_, nullptr);
         phase_ = phase::mass;
         return sent();
       case path::dense:
@@ -358,11 +379,12 @@ class shard_sampler {
 
   template <class Messages>
   void after_ties(const Messages& all) {
-    std::vector<std::uint64_t>& list = merged_;  // the first k, then every tie of the k-th
-    for (const shard_message& m : all) list.insert(list.end(), m.keys.begin(), m.keys.end());
-    std::sort(list.begin(), list.end(), std::greater<>{});
-    list.erase(std::unique(list.begin(), list.end()), list.end());
-    finish_on_keys(list, !keys_in_id_order_ && k_ < vocab_, chain());
+    // The first k, then every tie of the k-th (some of which are among the first k).
+    merge_keys(all, &shard_message::keys, members_);
+    merged_.insert(merged_.end(), members_.begin(), members_.end());
+    std::sort(merged_.begin(), merged_.end(), std::greater<>{});
+    merged_.erase(std::unique(merged_.begin(), merged_.end()), merged_.end());
+    finish_on_keys(merged_, !keys_in_id_order_ && k_ < vocab_, chain());
   }
 
   // --- top-p ---------------------------------------------------------------------------------
@@ -390,10 +412,10 @@ class shard_sampler {
       return finish_on_keys(merged_, false, *rest_);
     }
     // Spill: top-p's own histogram over the whole row, then its edge bin.
-    out_.clear(rounds_);
+    next_message();
     float* e = ws_->probs.ensure(pre_n_);
     visit_pre([&](const auto* x) { detail::exp_store(x, pre_n_, m_, inv_cut_, e); });
-    std::vector<detail::wsum>& h = out_.hist;
+    std::vector<detail::wsum>& h = out().hist;
     h.assign(detail::hist_bins, 0);
     constexpr float last_bin = static_cast<float>(detail::hist_bins - 1);
     std::size_t used = 0;
@@ -423,7 +445,7 @@ class shard_sampler {
       before += mass;
     }
     before_ = before;
-    out_.clear(rounds_);
+    next_message();
     const float hi = edge + 1 < detail::hist_bins ? static_cast<float>(edge + 1) : detail::inf();
     std::uint64_t* keys = ws_->keys.ensure(pre_n_ + 1);
     const std::size_t c = visit_pre([&](const auto* x) {
@@ -431,7 +453,8 @@ class shard_sampler {
                                  static_cast<float>(edge), hi, keys);
     });
     for (std::size_t i = 0; i < c; ++i)
-      out_.keys.push_back(detail::rank_key(detail::key_value(keys[i]), global(detail::key_id(keys[i]))));
+      out().keys.push_back(detail::rank_key(detail::key_value(keys[i]), global(detail::key_id(keys[i]))));
+    std::sort(out().keys.begin(), out().keys.end(), std::greater<>{});  // sent best first
     phase_ = phase::bin;
     sent();
   }
@@ -447,10 +470,10 @@ class shard_sampler {
 
   // --- the draw over survivors spread across shards ---------------------------------------------
   void start_draw() {
-    out_.clear(rounds_);
+    next_message();
     narrow_pre();
     narrow_post();
-    out_.mass = cand_mass(inv_draw_, ws_->blocks.ensure(pre_n_ / detail::block_elems + 1));
+    out().mass = cand_mass(inv_draw_, ws_->blocks.ensure(pre_n_ / detail::block_elems + 1));
     phase_ = phase::draw_mass;
     sent();
   }
@@ -461,13 +484,19 @@ class shard_sampler {
     for (const shard_message& m : all) total_ += m.mass;
     if (total_ == 0) return finish({.status = status::no_candidates});  // unreachable: the max weighs 2^48
     const detail::wsum point = detail::draw_point(draw_key{key_, rq_->position, rq_->stream}, total_);
+    // The owner: the first shard whose mass takes the running total past the point.
     detail::wsum before = 0;
-    std::size_t owner = 0;
-    for (; owner + 1 < std::size(all); ++owner) {
-      if (before + all[owner].mass > point) break;
-      before += all[owner].mass;
+    std::size_t owner = 0, i = 0;
+    bool found = false;
+    for (const shard_message& m : all) {
+      if (!found && before + m.mass > point) {
+        owner = i;
+        found = true;
+      }
+      if (!found) before += m.mass;
+      ++i;
     }
-    out_.clear(rounds_);
+    next_message();
     if (owner == index_) {
       const std::int64_t i = visit_pre([&](const auto* x) {
         return detail::pick(x, pre_n_, m_, inv_draw_, ws_->blocks.data(), point - before,
@@ -476,9 +505,9 @@ class shard_sampler {
       if (i >= 0) {
         const auto at = static_cast<std::size_t>(i);
         const std::int32_t local = pre_ids() ? pre_ids()[at] : static_cast<std::int32_t>(at);
-        out_.token = global(local);
-        out_.max = visit_pre([&](const auto* x) { return to_float(x[at]); });
-        out_.raw_max = visit_raw([&](const auto* x) { return to_float(x[local]); });
+        out().token = global(local);
+        out().max = visit_pre([&](const auto* x) { return to_float(x[at]); });
+        out().raw_max = visit_raw([&](const auto* x) { return to_float(x[local]); });
       }
     }
     phase_ = phase::token;
@@ -516,8 +545,8 @@ class shard_sampler {
                    static_cast<float>(static_cast<double>(detail::scaled(v, m_, inv_draw_)) - log_z)};
     }
     result_.top_count = static_cast<std::uint32_t>(c);
-    out_.clear(rounds_);
-    out_.count = visit_pre([&](const auto* x) { return detail::count_greater(x, pre_n_, x_tok_); });
+    next_message();
+    out().count = visit_pre([&](const auto* x) { return detail::count_greater(x, pre_n_, x_tok_); });
     phase_ = phase::rank;
     sent();
   }
@@ -532,19 +561,19 @@ class shard_sampler {
 
   // --- raw logprobs: the raw row's normalizer and the token's raw rank ----------------------------
   void start_raw() {
-    out_.clear(rounds_);
-    out_.raw_max = -detail::inf();
+    next_message();
+    out().raw_max = -detail::inf();
     if (raw_max_ == detail::inf()) {
-      out_.raw_count = visit_raw(
+      out().raw_count = visit_raw(
           [&](const auto* x) { return detail::count_greater(x, n_, std::numeric_limits<float>::max()); });
     } else if (raw_max_ > -detail::inf()) {
-      out_.raw_mass =
+      out().raw_mass =
           visit_raw([&](const auto* x) { return detail::exp_sum(x, n_, raw_max_, 1.0f, nullptr); });
     }
     const auto t = static_cast<std::size_t>(result_.token);
     if (!has_raw_ && t >= v0_ && t - v0_ < n_) {
-      out_.token = result_.token;
-      out_.raw_max = visit_raw([&](const auto* x) { return to_float(x[t - v0_]); });
+      out().token = result_.token;
+      out().raw_max = visit_raw([&](const auto* x) { return to_float(x[t - v0_]); });
     }
     phase_ = phase::raw_norm;
     sent();
@@ -574,8 +603,8 @@ class shard_sampler {
       top_[shown] = {detail::key_id(merged_raw_[shown]), lp};
     }
     result_.top_count = static_cast<std::uint32_t>(shown);
-    out_.clear(rounds_);
-    out_.raw_count = visit_raw([&](const auto* x) { return detail::count_greater(x, n_, x_raw_); });
+    next_message();
+    out().raw_count = visit_raw([&](const auto* x) { return detail::count_greater(x, n_, x_raw_); });
     phase_ = phase::raw_rank;
     sent();
   }
@@ -711,7 +740,7 @@ class shard_sampler {
   const sampler* s_ = nullptr;
   std::optional<any_chain> rest_;
   path path_ = path::gather;
-  std::size_t budget_ = 1024;
+  std::size_t budget_ = default_budget;
   int lp_ = -1;
   std::size_t n_lp_ = 0;
   bool raw_mode_ = true;
@@ -734,7 +763,8 @@ class shard_sampler {
   bool done_ = false;
   row_result result_{};
   std::array<token_logprob, max_logprobs> top_{};
-  shard_message out_;
+  shard_message out_[2];
+  unsigned cur_ = 0;
   std::size_t bytes_ = 0, rounds_ = 0;
   float m_ = 0.0f, raw_max_ = -detail::inf();
   bool inf_row_ = false;
@@ -742,7 +772,7 @@ class shard_sampler {
   bool pre_compact_ = false, pre_done_ = false;
   std::size_t index_ = 0;
   std::size_t exact_ = 0;
-  std::vector<std::uint64_t> merged_, merged_raw_, members_, list_;
+  std::vector<std::uint64_t> merged_, merged_raw_, members_, list_, merge_tmp_;
   std::vector<std::byte> row_;
   float tie_value_ = 0.0f;
   detail::wsum bound_ = 0, before_ = 0, total_ = 0;

@@ -4,9 +4,13 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <span>
 #include <stdexcept>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -15,34 +19,79 @@
 
 namespace nucleus {
 
+namespace detail {
+
+// All shards of a row wait here between rounds. Every participant runs on its own thread (the
+// split sampler uses it only when the executor has a slot per shard), so spinning is safe; after a
+// while it yields, for machines with fewer free cores than shards.
+class spin_barrier {
+ public:
+  spin_barrier() = default;
+  // Movable while idle (a split_sampler may live in a vector): the state is per use (reset()).
+  spin_barrier(spin_barrier&&) noexcept {}
+  spin_barrier& operator=(spin_barrier&&) noexcept { return *this; }
+
+  void reset(std::size_t parties) noexcept {
+    parties_ = parties;
+    arrived_.store(0, std::memory_order_relaxed);
+  }
+  void wait() noexcept {
+    const std::uint64_t phase = phase_.load(std::memory_order_acquire);
+    if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == parties_) {
+      arrived_.store(0, std::memory_order_relaxed);
+      phase_.fetch_add(1, std::memory_order_release);
+      return;
+    }
+    for (int i = 0; phase_.load(std::memory_order_acquire) == phase; ++i) {
+      if (i < 4000) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  }
+
+ private:
+  std::size_t parties_ = 1;
+  std::atomic<std::size_t> arrived_{0};
+  std::atomic<std::uint64_t> phase_{0};
+};
+
+}  // namespace detail
+
 class split_sampler {
  public:
   // Up to `shards` shards per row; budget as shard_sampler's.
-  split_sampler(const sampler& s, std::size_t shards, std::size_t budget = 1024) {
+  split_sampler(const sampler& s, std::size_t shards, std::size_t budget = shard_sampler::default_budget)
+      : sampler_(&s) {
     if (shards == 0) throw std::invalid_argument("nucleus::split_sampler: shards must be >= 1");
     shards_.reserve(shards);
     for (std::size_t i = 0; i < shards; ++i) shards_.emplace_back(budget);
     spaces_.resize(shards);
-    inbox_.resize(shards);
     requests_.resize(shards);
     mu_.resize(shards);
-    sampler_ = &s;
+    refs_.reserve(shards);
   }
 
   std::size_t shards() const noexcept { return shards_.size(); }
+  // The path the last row took (shard_sampler::path).
   shard_sampler::path route() const noexcept { return shards_[0].route(); }
 
   // The row cut at `cuts` (shard i holds [cuts[i], cuts[i + 1]); cuts[0] = 0, cuts.back() = V,
-  // non-decreasing, at most shards() + 1 entries). ex runs the shards' work of each round.
+  // non-decreasing, at most shards() + 1 entries). ex runs the shards: on a thread_pool with a slot
+  // per shard, each shard runs every round on its own thread (one bulk call per row, a spin barrier
+  // between rounds); otherwise each round is one bulk call.
   template <logit_type T, class E = inline_executor>
   requires executor<std::remove_cvref_t<E>> row_result sample(std::span<const T> row,
                                                               std::span<const std::size_t> cuts,
                                                               const row_request& rq,
                                                               std::span<token_logprob> top = {},
                                                               E&& ex = E{}) {
-    const std::size_t p = cuts.size() - 1;
-    if (cuts.size() < 2 || p > shards_.size() || cuts.front() != 0 || cuts.back() != row.size())
+    if (cuts.size() < 2 || cuts.size() - 1 > shards_.size() || cuts.front() != 0 || cuts.back() != row.size())
       throw std::invalid_argument("nucleus::split_sampler: cuts must run from 0 to the row's length");
+    const std::size_t p = cuts.size() - 1;
     for (std::size_t i = 0; i < p; ++i)
       if (cuts[i] > cuts[i + 1])
         throw std::invalid_argument("nucleus::split_sampler: cuts must not decrease");
@@ -55,24 +104,39 @@ class split_sampler {
         requests_[i].mirostat_mu = &mu_[i];
       }
     }
-    ex.bulk(p, [&](std::size_t i, std::size_t) {
+    refs_.clear();
+    for (std::size_t i = 0; i < p; ++i) refs_.push_back(std::cref(shards_[i].outgoing()));
+    auto begin = [&](std::size_t i) {
       shards_[i].begin(*sampler_, row.subspan(cuts[i], cuts[i + 1] - cuts[i]), cuts[i], row.size(),
                        requests_[i], spaces_[i], i);
-    });
-    rounds_ = 0;
-    bytes_ = 0;
-    while (!shards_[0].done()) {
-      for (std::size_t i = 0; i < p; ++i) inbox_[i] = shards_[i].outgoing();  // keeps capacity: no allocation
-      const std::span<const shard_message> all(inbox_.data(), p);
-      ex.bulk(p, [&](std::size_t i, std::size_t) { shards_[i].step(all); });
+    };
+    // The barrier needs every shard on a thread of its own at once: nucleus::thread_pool gives that
+    // when it has a slot per shard (an executor in general may run tasks one after another).
+    if (std::is_same_v<std::remove_cvref_t<E>, thread_pool> && p > 1 && ex.concurrency() >= p) {
+      barrier_.reset(p);
+      ex.bulk(p, [&](std::size_t i, std::size_t) {
+        begin(i);
+        for (;;) {
+          barrier_.wait();  // every shard's message of this round is written
+          if (i == 0) refresh(p);
+          barrier_.wait();               // ... and listed
+          if (shards_[i].done()) break;  // (every shard of a row finishes in the same round)
+          shards_[i].step(refs_);
+        }
+      });
+    } else {
+      ex.bulk(p, [&](std::size_t i, std::size_t) { begin(i); });
+      for (refresh(p); !shards_[0].done(); refresh(p))
+        ex.bulk(p, [&](std::size_t i, std::size_t) { shards_[i].step(refs_); });
     }
+    bytes_ = 0;
     for (std::size_t i = 0; i < p; ++i) bytes_ = std::max(bytes_, shards_[i].bytes_sent());
     rounds_ = shards_[0].rounds();
     if (rq.mirostat_mu) *rq.mirostat_mu = mu_[0];
     return shards_[0].result(top);
   }
 
-  // The row cut into `parts` shards of nearly equal length.
+  // The row cut into min(shards(), ex.concurrency()) shards of nearly equal length.
   template <logit_type T, class E = inline_executor>
   requires executor<std::remove_cvref_t<E>> row_result sample(std::span<const T> row, const row_request& rq,
                                                               std::span<token_logprob> top = {},
@@ -88,13 +152,19 @@ class split_sampler {
   std::size_t bytes_per_shard() const noexcept { return bytes_; }
 
  private:
-  const sampler* sampler_ = nullptr;
+  // Lists each shard's current message (each shard writes the next one into its other buffer).
+  void refresh(std::size_t p) {
+    for (std::size_t i = 0; i < p; ++i) refs_[i] = std::cref(shards_[i].outgoing());
+  }
+
+  const sampler* sampler_;
   std::vector<shard_sampler> shards_;
   std::vector<workspace> spaces_;
-  std::vector<shard_message> inbox_;
   std::vector<row_request> requests_;
   std::vector<float> mu_;
+  std::vector<std::reference_wrapper<const shard_message>> refs_;
   std::vector<std::size_t> even_;
+  detail::spin_barrier barrier_;
   std::size_t rounds_ = 0, bytes_ = 0;
 };
 
