@@ -146,7 +146,36 @@ void BM_split(benchmark::State& state, const knob_set& k, Exec& ex, std::size_t 
   state.counters["bytes_per_shard"] = static_cast<double>(split.bytes_per_shard());
 }
 
+// The parallel floor: the exp-sum kernel alone (the draw's main pass) over the whole row on one
+// thread, and over its two halves on the two-thread pool, with no protocol at all. Its ratio is what
+// this machine's two CPUs give a split row's heaviest pass; split_sampler can only come near it.
+void BM_floor_exp_sum(benchmark::State& state, std::size_t threads) {
+  const auto vocab = static_cast<std::size_t>(state.range(0));
+  const std::span<const float> row = nb::peaky_logits(vocab);
+  std::vector<std::uint64_t> blocks(2 * (vocab / nc::detail::block_elems + 2));
+  const std::size_t half = vocab / 2;
+  nb::run_with_passes(state, vocab, [&] {
+    if (threads == 1) {
+      benchmark::DoNotOptimize(nc::detail::exp_sum(row.data(), vocab, 16.0f, 1.0f, blocks.data()));
+    } else {
+      pool2().bulk(2, [&](std::size_t i, std::size_t) {
+        const std::size_t n = i == 0 ? half : vocab - half;
+        benchmark::DoNotOptimize(
+            nc::detail::exp_sum(row.data() + i * half, n, 16.0f, 1.0f,
+                                blocks.data() + i * (vocab / nc::detail::block_elems + 2)));
+      });
+    }
+  });
+}
+
 void register_sharded() {
+  for (std::int64_t vocab : sharded_vocabs)
+    for (std::size_t threads : {1, 2})
+      benchmark::RegisterBenchmark(("BM_floor/exp_sum/threads:" + std::to_string(threads)).c_str(),
+                                   [threads](benchmark::State& s) { BM_floor_exp_sum(s, threads); })
+          ->Arg(vocab)
+          ->Unit(benchmark::kMicrosecond)
+          ->UseRealTime();
   for (std::int64_t vocab : sharded_vocabs)
     for (const knob_set& k : knob_sets) {
       const std::string tail = std::string(k.name) + "/";

@@ -55,12 +55,16 @@ def main() -> int:
     data = load(sys.argv[1:])
     runs = {}  # (kind, knobs, V) -> run; kind: whole, split1, split2
     order = []
+    floors = {}  # (threads, V) -> run of BM_floor/exp_sum
     for r in selected_runs(data):
         split = split_vocab(r["run_name"])
         if split is None or "passes" not in r:
             continue
         family, vocab = split
         parts = family.split("/")
+        if parts[0] == "BM_floor" and len(parts) == 3:
+            floors[(parts[2], vocab)] = r
+            continue
         if parts[0] == "BM_whole" and len(parts) == 3:
             kind = "whole"
         elif parts[0] == "BM_split" and len(parts) == 4:
@@ -100,6 +104,12 @@ def main() -> int:
         print(f"| {vocab:,} | {knobs} | {cell(w)} | {cell(s1)} | {ratio(s1)} | {cell(i2)} | {ratio(i2, 0.5)} "
               f"| {cell(t2)} | {ratio(t2)} | {ref.get('rounds', 0):.0f} | {ref.get('bytes_per_shard', 0):,.0f} "
               f"| {goal} |")
+    for vocab in sorted({v for (_, v) in floors}):
+        f1, f2 = floors.get(("threads:1", vocab)), floors.get(("threads:2", vocab))
+        if f1 and f2:
+            print(f"\nparallel floor at V = {vocab:,}: the exp-sum kernel alone, whole row on 1 thread "
+                  f"{f1['real_time']:.1f} µs, its halves on 2 threads {f2['real_time']:.1f} µs: "
+                  f"{f1['real_time'] / f2['real_time']:.2f}x (what this machine's 2 CPUs give the heaviest pass)")
     ctx = data.get("context", {})
     reps = max((r.get("repetitions", 1) for r in data["benchmarks"]), default=1)
     how = f"median of {reps} repetitions" if reps > 1 else "one run"
