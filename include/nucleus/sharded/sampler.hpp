@@ -411,7 +411,12 @@ class shard_sampler {
       merged_.resize(kept);
       return finish_on_keys(merged_, false, *rest_);
     }
-    // Spill: top-p's own histogram over the whole row, then its edge bin.
+    // Spill: top-p's own histogram over the whole row, then its edge bin. First, as top-p does, the
+    // tokens that cannot be reached go: all those below (1 - p) * Z / (2 V) together hold less than
+    // the share the cut leaves out (V >= the candidates, so this keeps a superset of top-p's).
+    const double floor_w =
+        (1.0 - static_cast<double>(top_p_)) * detail::to_double(total) / (2.0 * static_cast<double>(vocab_));
+    narrow(m_, inv_cut_, static_cast<float>(std::log(floor_w)));
     next_message();
     float* e = ws_->probs.ensure(pre_n_);
     visit_pre([&](const auto* x) { detail::exp_store(x, pre_n_, m_, inv_cut_, e); });
