@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   constexpr std::size_t cases = 1200, batch = 8, top_n = 8;
-  long long checked = 0, differ = 0, bytes = 0, rounds = 0, rows_with_parts = 0;
+  long long checked = 0, differ = 0, bytes = 0, rounds = 0;
   nc::mpi::sharded_batch sharded(MPI_COMM_WORLD);
   nc::workspace ws;
   for (std::size_t b0 = 0; b0 < cases; b0 += batch) {
@@ -32,6 +32,12 @@ int main(int argc, char** argv) {
     for (std::size_t i = b0; i < b0 + batch && i < cases; ++i) cs.push_back(make_case(i));
     for (const sharded_case& c : cs) samplers.emplace_back(c.params, c.order);
     for (const sharded_case& c : cs) requests.push_back(request_of(c));
+    // Mirostat's mu is request state: this rank's copy for the sharded draw, another for the check.
+    std::vector<float> mu(cs.size()), mu_check(cs.size());
+    for (std::size_t r = 0; r < cs.size(); ++r) {
+      mu[r] = mu_check[r] = 2.0f * cs[r].params.mirostat_tau;
+      if (cs[r].params.mirostat != 0) requests[r].mirostat_mu = &mu[r];
+    }
     std::vector<nc::mpi::shard_part<float>> parts;
     std::vector<bool> held(cs.size(), false);
     for (std::size_t r = 0; r < cs.size(); ++r) {
@@ -54,12 +60,14 @@ int main(int argc, char** argv) {
     rounds += static_cast<long long>(st.rounds);
     for (std::size_t r = 0; r < cs.size(); ++r) {
       if (!held[r]) continue;
-      ++rows_with_parts;
       std::vector<nc::token_logprob> want_top(top_n);
       ws.reserve(cs[r].row.size());
-      const nc::row_result want = samplers[r].sample(std::span<const float>(cs[r].row), ws, requests[r],
+      nc::row_request check = requests[r];
+      if (check.mirostat_mu) check.mirostat_mu = &mu_check[r];
+      const nc::row_result want = samplers[r].sample(std::span<const float>(cs[r].row), ws, check,
                                                      std::span<nc::token_logprob>(want_top));
-      bool same = out[r] == want;
+      bool same =
+          out[r] == want && std::bit_cast<std::uint32_t>(mu[r]) == std::bit_cast<std::uint32_t>(mu_check[r]);
       for (std::uint32_t i = 0; same && i < want.top_count; ++i) {
         const nc::token_logprob& g = top[r * top_n + i];
         same = g.token == want_top[i].token &&
@@ -85,7 +93,6 @@ int main(int argc, char** argv) {
         "identical, %lld differ; %lld rounds; %.0f bytes sent per row per rank (mean)\n",
         ranks, cases, totals[0], totals[0] - totals[1], totals[1], rounds,
         static_cast<double>(totals[2]) / static_cast<double>(cases) / ranks);
-  (void)rows_with_parts;
   MPI_Finalize();
   return totals[1] == 0 && totals[0] > 0 ? 0 : 1;
 }

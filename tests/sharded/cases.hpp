@@ -57,12 +57,28 @@ inline sharded_case make_case(std::size_t index) {
   p.logprobs_mode = g.below(2) ? nc::logprob_mode::raw : nc::logprob_mode::processed;
   const bool llama_like = c.order == nc::engine_order::nucleus || c.order == nc::engine_order::llama_cpp;
   const bool hf_like = c.order == nc::engine_order::nucleus || c.order == nc::engine_order::hf;
-  if (g.below(8) == 0) {  // a knob only the gather path serves
-    if (hf_like)
-      p.typical_p = 0.8f;
-    else if (llama_like)
-      p.top_n_sigma = 1.0f;
+  if (g.below(4) == 0) {  // a knob only the gather path serves
+    switch (g.below(6)) {
+      case 0:
+        if (hf_like) p.typical_p = 0.8f;
+        break;
+      case 1:
+        if (llama_like) p.top_n_sigma = 1.0f;
+        break;
+      case 2:
+        if (llama_like) p.xtc_probability = 0.7f;
+        break;
+      case 3:
+        if (hf_like) p.epsilon_cutoff = 3e-4f;
+        break;
+      case 4:
+        if (llama_like) p.dynatemp_range = 0.4f;
+        break;
+      default:
+        if (c.order != nc::engine_order::vllm) p.min_keep = 3;
+    }
   }
+  if (g.below(40) == 0) p.temperature = 1e-39f;  // 1/T overflows float: greedy
   if (g.below(3) == 0) {
     const std::size_t tokens = 1 + g.below(30);
     for (std::size_t i = 0; i < tokens; ++i) c.output.push_back(static_cast<std::int32_t>(g.below(V)));
@@ -73,10 +89,33 @@ inline sharded_case make_case(std::size_t index) {
                     {static_cast<std::int32_t>(g.below(V)), -2.0f}};
     if (g.below(2)) p.banned_token_ids = {static_cast<std::int32_t>(g.below(V))};
     if (llama_like && g.below(2)) p.dry_multiplier = 0.8f;
+    if (hf_like && g.below(3) == 0) p.no_repeat_ngram_size = 2;
+    if (g.below(3) == 0) {  // EOS banned until min_tokens
+      p.min_tokens = 1000;
+      p.eos_token_ids = {static_cast<std::int32_t>(g.below(V))};
+    }
+    if (g.below(5) == 0)
+      for (int i = 0; i < 40; ++i) p.allowed_token_ids.push_back(static_cast<std::int32_t>(g.below(V)));
     if (g.below(2)) {
       c.mask.assign((V + 31) / 32, 0u);
       for (auto& w : c.mask) w = static_cast<std::uint32_t>(g.next() | g.next());
     }
+  }
+  // Mirostat (its mu is request state: tests give each side its own copy): it replaces the
+  // truncation knobs, and llama.cpp applies no penalty with it.
+  if (llama_like && g.below(12) == 0) {
+    p.mirostat = 1 + static_cast<int>(g.below(2));
+    p.top_k = 0;
+    p.top_p = 1.0f;
+    p.min_p = 0.0f;
+    p.min_keep = 1;
+    p.typical_p = 1.0f;
+    p.top_n_sigma = -1.0f;
+    p.xtc_probability = 0.0f;
+    p.dynatemp_range = 0.0f;
+    p.repetition_penalty = 1.0f;
+    p.frequency_penalty = 0.0f;
+    p.dry_multiplier = 0.0f;
   }
   c.position = g.below(1000);
   c.stream = g.below(3);

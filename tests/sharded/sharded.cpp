@@ -26,11 +26,17 @@ template <class T>
 void check_same(const nc::sampler& s, std::span<const T> row, const sharded_case& c, nc::split_sampler& split,
                 std::size_t& paths_seen) {
   nc::workspace ws(row.size());
-  const nc::row_request rq = request_of(c);
+  nc::row_request rq = request_of(c), rq2 = rq;
+  float mu = 2.0f * c.params.mirostat_tau, mu2 = mu;  // mirostat's state: one copy per side
+  if (c.params.mirostat != 0) {
+    rq.mirostat_mu = &mu;
+    rq2.mirostat_mu = &mu2;
+  }
   std::vector<nc::token_logprob> want_top(8), got_top(8);
   const nc::row_result want = s.sample(row, ws, rq, std::span<nc::token_logprob>(want_top));
   const nc::row_result got =
-      split.sample(row, std::span<const std::size_t>(c.cuts), rq, std::span<nc::token_logprob>(got_top));
+      split.sample(row, std::span<const std::size_t>(c.cuts), rq2, std::span<nc::token_logprob>(got_top));
+  CHECK(std::bit_cast<std::uint32_t>(mu) == std::bit_cast<std::uint32_t>(mu2));
   INFO(c.describe() << " path " << static_cast<int>(split.route()));
   CHECK(got.token == want.token);
   CHECK(got.status == want.status);
@@ -81,11 +87,15 @@ TEST_CASE("sharded: top-p past the leader budget takes the histogram rounds", "[
     nc::row_request rq;
     rq.position = pos;
     const std::size_t cuts[] = {0, 777, 10000, 10001, 20000};
-    const nc::row_result want = s.sample(std::span<const float>(row), ws, rq);
-    const nc::row_result got =
-        split.sample(std::span<const float>(row), std::span<const std::size_t>(cuts), rq);
+    std::vector<nc::token_logprob> want_top(3), got_top(3);
+    const nc::row_result want =
+        s.sample(std::span<const float>(row), ws, rq, std::span<nc::token_logprob>(want_top));
+    const nc::row_result got = split.sample(std::span<const float>(row), std::span<const std::size_t>(cuts),
+                                            rq, std::span<nc::token_logprob>(got_top));
     CHECK(got == want);
-    CHECK(split.rounds() >= 5);  // stats, mass, histogram, edge bin, draw mass, token, rank
+    CHECK(got_top == want_top);
+    CHECK(split.route() == nc::shard_sampler::path::top_p);
+    CHECK(split.rounds() == 7);  // leaders, mass, histogram, edge bin, draw mass, token, rank
   }
 }
 
@@ -96,10 +106,20 @@ TEST_CASE("sharded: the thread pool splits one row, same bits as one thread", "[
     const nc::sampler s(c.params, c.order);
     nc::split_sampler split(s, 3);
     nc::workspace ws(c.row.size());
-    const nc::row_request rq = request_of(c);
-    const nc::row_result want = s.sample(std::span<const float>(c.row), ws, rq);
+    nc::row_request rq = request_of(c), rq2 = rq;
+    float mu = 2.0f * c.params.mirostat_tau, mu2 = mu;
+    if (c.params.mirostat != 0) {
+      rq.mirostat_mu = &mu;
+      rq2.mirostat_mu = &mu2;
+    }
+    std::vector<nc::token_logprob> want_top(8), got_top(8);
+    const nc::row_result want =
+        s.sample(std::span<const float>(c.row), ws, rq, std::span<nc::token_logprob>(want_top));
     INFO(c.describe());
-    CHECK(split.sample(std::span<const float>(c.row), rq, {}, pool) == want);
+    CHECK(split.sample(std::span<const float>(c.row), rq2, std::span<nc::token_logprob>(got_top), pool) ==
+          want);
+    CHECK(std::equal(want_top.begin(), want_top.begin() + want.top_count, got_top.begin()));
+    CHECK(mu == mu2);
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -58,7 +59,14 @@ class sharded_batch {
     prepare(parts, out.size());
     for (std::size_t i = 0; i < parts.size(); ++i) {
       const shard_part<T>& p = parts[i];
-      local_[i].begin(*p.sampler, p.slice, p.v0, p.vocab, p.request, spaces_[i], p.shard);
+      // Mirostat's mu is the request's state, moved by the draw: each part draws on its own copy
+      // (a rank may hold several shards of a row), written back once the row is done.
+      requests_[i] = p.request;
+      if (p.request.mirostat_mu) {
+        mu_[i] = *p.request.mirostat_mu;
+        requests_[i].mirostat_mu = &mu_[i];
+      }
+      local_[i].begin(*p.sampler, p.slice, p.v0, p.vocab, requests_[i], spaces_[i], p.shard);
     }
     for (;;) {
       send_.clear();
@@ -73,10 +81,14 @@ class sharded_batch {
       st.bytes_sent += send_.size();
       ++st.rounds;
       if (exchange() == 0) break;  // every rank is done
-      decode(parts);
+      decode();
       for (std::size_t i = 0; i < parts.size(); ++i) {
         if (local_[i].done()) continue;
         const std::size_t r = parts[i].row;
+        if (arrived_[r] != parts[i].shards)
+          throw std::runtime_error("nucleus::mpi::sharded_batch: row " + std::to_string(r) + " got " +
+                                   std::to_string(arrived_[r]) + " messages for " +
+                                   std::to_string(parts[i].shards) + " shards (are the parts consistent?)");
         local_[i].step(std::span<const shard_message>(inbox_[r].data(), parts[i].shards));
       }
     }
@@ -84,6 +96,7 @@ class sharded_batch {
       const std::size_t r = parts[i].row;
       const std::span<token_logprob> t = top_stride ? top.subspan(r * top_stride, top_stride) : top.first(0);
       out[r] = local_[i].result(t);
+      if (parts[i].request.mirostat_mu) *parts[i].request.mirostat_mu = mu_[i];
     }
     return st;
   }
@@ -92,7 +105,12 @@ class sharded_batch {
   template <logit_type T>
   void prepare(std::span<const shard_part<T>> parts, std::size_t rows) {
     while (local_.size() < parts.size()) local_.emplace_back(budget_);
-    if (spaces_.size() < parts.size()) spaces_.resize(parts.size());
+    if (spaces_.size() < parts.size()) {
+      spaces_.resize(parts.size());
+      requests_.resize(parts.size());
+      mu_.resize(parts.size());
+    }
+    arrived_.assign(rows, 0);
     inbox_.resize(rows);
     for (std::size_t i = 0; i < parts.size(); ++i) {
       const shard_part<T>& p = parts[i];
@@ -128,9 +146,8 @@ class sharded_batch {
 
   // Files every message under its row and shard; messages of rows this rank holds no part of are
   // read past.
-  template <logit_type T>
-  void decode(std::span<const shard_part<T>> parts) {
-    (void)parts;
+  void decode() {
+    std::fill(arrived_.begin(), arrived_.end(), 0);
     std::span<const std::byte> in(recv_);
     while (!in.empty()) {
       std::uint64_t tag[2];
@@ -139,7 +156,10 @@ class sharded_batch {
       std::memcpy(tag, in.data(), sizeof tag);
       in = in.subspan(sizeof tag);
       shard_message* slot = &scratch_;
-      if (tag[0] < inbox_.size() && tag[1] < inbox_[tag[0]].size()) slot = &inbox_[tag[0]][tag[1]];
+      if (tag[0] < inbox_.size() && tag[1] < inbox_[tag[0]].size()) {
+        slot = &inbox_[tag[0]][tag[1]];
+        ++arrived_[tag[0]];
+      }
       in = in.subspan(slot->decode(in));
     }
   }
@@ -149,6 +169,9 @@ class sharded_batch {
   int ranks_ = 1;
   std::vector<shard_sampler> local_;
   std::vector<workspace> spaces_;
+  std::vector<row_request> requests_;
+  std::vector<float> mu_;
+  std::vector<std::size_t> arrived_;  // messages received this round, per row
   std::vector<std::vector<shard_message>> inbox_;
   shard_message scratch_;
   std::vector<std::byte> send_, recv_;

@@ -18,16 +18,16 @@ namespace nucleus {
 // stay at their defaults. Keys are rank keys (simd/scalar.hpp: logit descending, then id ascending)
 // with global token ids, best first.
 struct shard_message {
-  std::uint32_t round = 0;              // which round this answers (a transport that mixes rounds fails)
-  float max = -detail::inf();           // the largest candidate logit; later: the drawn token's logit
-  float raw_max = -detail::inf();       // the same for the raw row (logprobs); later: the token's raw logit
-  std::int32_t token = -1;              // the token this shard drew, or -1
-  std::uint64_t count = 0;              // candidates, or tokens ranked above the drawn one
-  std::uint64_t raw_count = 0;          // the same in the raw row
-  std::uint64_t truncated = 0;          // 1: this shard had more candidates than the keys it sent
-  detail::wsum mass = 0;                // exact sum of its candidates' weights
-  detail::wsum raw_mass = 0;            // exact sum of its raw weights at T = 1
-  std::vector<std::uint64_t> keys;      // its best candidates (or a top-p bin's members)
+  std::uint32_t round = 0;          // which round this answers (shard_sampler::step refuses another round's)
+  float max = -detail::inf();       // the largest candidate logit; later: the drawn token's logit
+  float raw_max = -detail::inf();   // the same for the raw row (logprobs); later: the token's raw logit
+  std::int32_t token = -1;          // the token this shard drew, or -1
+  std::uint64_t count = 0;          // candidates, or tokens ranked above the drawn one
+  std::uint64_t raw_count = 0;      // the same in the raw row
+  std::uint64_t truncated = 0;      // 1: this shard had more candidates than the keys it sent
+  detail::wsum mass = 0;            // exact sum of its candidates' weights
+  detail::wsum raw_mass = 0;        // exact sum of its raw weights at T = 1
+  std::vector<std::uint64_t> keys;  // its best candidates (or a top-p bin's members)
   std::vector<std::uint64_t> raw_keys;  // its best raw tokens (top-n logprobs)
   std::vector<detail::wsum> hist;       // top-p's mass per bin, bins [0, hist.size())
   std::vector<std::byte> row;           // the gather fallback: its slice's logits, as stored
@@ -101,10 +101,13 @@ struct shard_message {
     get(lens, sizeof lens, "lengths");
     const char* names[4] = {"keys", "raw_keys", "hist", "row"};
     const std::size_t unit[4] = {8, 8, 16, 1};
-    for (int i = 0; i < 4; ++i)
-      if (lens[i] > max_bytes / unit[i] || lens[i] * unit[i] > in.size() - at)
+    std::size_t need = 0;  // the lengths together, checked before anything is allocated
+    for (int i = 0; i < 4; ++i) {
+      if (lens[i] > max_bytes / unit[i] || lens[i] * unit[i] > in.size() - at - need)
         throw std::invalid_argument(std::string("nucleus::shard_message: ") + names[i] + " length " +
                                     std::to_string(lens[i]) + " runs past the buffer");
+      need += lens[i] * unit[i];
+    }
     keys.resize(lens[0]);
     raw_keys.resize(lens[1]);
     hist.resize(lens[2]);

@@ -20,6 +20,44 @@
 
 namespace nucleus {
 
+namespace detail {
+
+// Calls f(const T*) with logits stored as `type` (a shard keeps its slice type-erased between rounds).
+template <class F>
+decltype(auto) visit_logits(const void* data, logit_dtype type, F&& f) {
+  if (type == logit_dtype::f32) return f(static_cast<const float*>(data));
+  if (type == logit_dtype::bf16) return f(static_cast<const bf16*>(data));
+  return f(static_cast<const f16*>(data));
+}
+
+// The row's raw normalizer from its shards' parts: the maximum, the count of +inf logits and the
+// exact mass below a finite maximum, by normalizer_for's rules.
+inline raw_normalizer normalizer_of_parts(float max, std::uint64_t infs, wsum mass) noexcept {
+  raw_normalizer r;
+  r.max = max;
+  if (max == inf()) {
+    r.inf_lp = static_cast<float>(-std::log(static_cast<double>(infs)));
+  } else if (max > -inf()) {
+    r.lse = static_cast<float>(std::log(to_double(mass)));
+  }
+  return r;
+}
+
+// top_raw_logprobs' entries from the row's best keys (with +inf in the row only its +inf tokens
+// count); returns how many it wrote.
+inline std::size_t raw_top_entries(const raw_normalizer& z, std::span<const std::uint64_t> keys,
+                                   std::span<token_logprob> out) noexcept {
+  std::size_t shown = 0;
+  for (; shown < keys.size() && shown < out.size(); ++shown) {
+    const float lp = z(key_value(keys[shown]));
+    if (z.max == inf() && lp == -inf()) break;
+    out[shown] = {key_id(keys[shown]), lp};
+  }
+  return shown;
+}
+
+}  // namespace detail
+
 class shard_normalizer {
  public:
   // Starts a row: this shard holds ids [v0, v0 + slice.size()); top_n is the whole row's top-n to
@@ -53,27 +91,26 @@ class shard_normalizer {
   template <class Messages>
   void step(const Messages& all) {
     if (out_.round == 0) {
-      norm_ = {};
-      std::uint64_t infs = 0;
+      float max = -detail::inf();
+      infs_ = 0;
       for (const shard_message& m : all) {
-        norm_.max = std::max(norm_.max, m.max);
-        infs += m.count;
+        max = std::max(max, m.max);
+        infs_ += m.count;
       }
       keys_.clear();
       for (const shard_message& m : all) keys_.insert(keys_.end(), m.keys.begin(), m.keys.end());
       std::sort(keys_.begin(), keys_.end(), std::greater<>{});
       keys_.resize(std::min(keys_.size(), top_n_));
-      if (norm_.max == detail::inf()) {
-        norm_.inf_lp = static_cast<float>(-std::log(static_cast<double>(infs)));
-      } else if (norm_.max > -detail::inf()) {
+      norm_ = detail::normalizer_of_parts(max, infs_, 0);
+      if (max > -detail::inf() && max < detail::inf()) {
         out_.clear(1);
-        out_.mass = mass(norm_.max);
+        out_.mass = mass(max);
         return;  // one more round: the exact mass below the row's maximum
       }
     } else {
       detail::wsum total = 0;
       for (const shard_message& m : all) total += m.mass;
-      norm_.lse = static_cast<float>(std::log(detail::to_double(total)));
+      norm_ = detail::normalizer_of_parts(norm_.max, infs_, total);
     }
     done_ = true;
   }
@@ -83,15 +120,7 @@ class shard_normalizer {
   status row_status() const noexcept { return norm_.no_candidates() ? status::no_candidates : status::ok; }
 
   // The whole row's top_logprobs(row, top_n) into out; returns the count written.
-  std::size_t top(std::span<token_logprob> out) const {
-    std::size_t shown = 0;
-    for (; shown < keys_.size() && shown < out.size(); ++shown) {
-      const float lp = norm_(detail::key_value(keys_[shown]));
-      if (norm_.max == detail::inf() && lp == -detail::inf()) break;  // only the +inf tokens count
-      out[shown] = {detail::key_id(keys_[shown]), lp};
-    }
-    return shown;
-  }
+  std::size_t top(std::span<token_logprob> out) const { return detail::raw_top_entries(norm_, keys_, out); }
 
   // This shard's part of log_softmax(row): out has the slice's length.
   template <logit_type T>
@@ -131,16 +160,14 @@ class shard_normalizer {
   shard_message out_;
   detail::raw_normalizer norm_;
   std::vector<std::uint64_t> keys_;
+  std::uint64_t infs_ = 0;
   const void* data_ = nullptr;
   logit_dtype type_ = logit_dtype::f32;
   std::size_t n_ = 0;
 
   detail::wsum mass(float m) const noexcept {
-    if (type_ == logit_dtype::f32)
-      return detail::exp_sum(static_cast<const float*>(data_), n_, m, 1.0f, nullptr);
-    if (type_ == logit_dtype::bf16)
-      return detail::exp_sum(static_cast<const bf16*>(data_), n_, m, 1.0f, nullptr);
-    return detail::exp_sum(static_cast<const f16*>(data_), n_, m, 1.0f, nullptr);
+    return detail::visit_logits(data_, type_,
+                                [&](const auto* x) { return detail::exp_sum(x, n_, m, 1.0f, nullptr); });
   }
 };
 

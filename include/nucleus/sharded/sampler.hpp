@@ -19,12 +19,14 @@
 #include <functional>
 #include <optional>
 #include <span>
+#include <string>
 #include <type_traits>
 #include <variant>
 #include <vector>
 
 #include "nucleus/engine/sampler.hpp"
 #include "nucleus/sharded/message.hpp"
+#include "nucleus/sharded/ops.hpp"
 
 namespace nucleus {
 
@@ -127,6 +129,10 @@ class shard_sampler {
   template <class Messages>
   void step(const Messages& all) {
     if (done_) return;
+    for (const shard_message& m : all)
+      if (m.round != outgoing().round)
+        throw std::invalid_argument("nucleus::shard_sampler: a message of round " + std::to_string(m.round) +
+                                    " arrived in round " + std::to_string(outgoing().round));
     switch (phase_) {
       case phase::gathered:
         return finish_gathered(all);
@@ -243,9 +249,7 @@ class shard_sampler {
 
   template <class F>
   decltype(auto) visit_raw(F&& f) const {
-    if (raw_type_ == logit_dtype::f32) return f(static_cast<const float*>(raw_));
-    if (raw_type_ == logit_dtype::bf16) return f(static_cast<const bf16*>(raw_));
-    return f(static_cast<const f16*>(raw_));
+    return detail::visit_logits(raw_, raw_type_, std::forward<F>(f));
   }
   // The processed slice (the raw one when no processor acts on this row).
   template <class F>
@@ -352,14 +356,14 @@ class shard_sampler {
                                detail::key_value(merged_[k_]) == detail::key_value(merged_[k_ - 1]);
         merged_.resize(std::min(merged_.size(), more_ties ? k_ : k_ + 1));
         if (!more_ties) return finish_on_keys(merged_, !keys_in_id_order_ && k_ < vocab_, chain());
-        tie_value_ = detail::key_value(merged_[k_ - 1]);
+        const float tie_value = detail::key_value(merged_[k_ - 1]);
         next_message();
         std::uint64_t* keys = ws_->keys.ensure(n_ + 1);
         const std::size_t c = visit_proc([&](const auto* x) {
-          return detail::collect_ties(x, nullptr, n_, tie_value_, ~std::uint64_t{0}, keys, 0, n_);
+          return detail::collect_ties(x, nullptr, n_, tie_value, ~std::uint64_t{0}, keys, 0, n_);
         });
         for (std::size_t i = 0; i < c; ++i)
-          out().keys.push_back(detail::rank_key(tie_value_, global(detail::key_id(keys[i]))));
+          out().keys.push_back(detail::rank_key(tie_value, global(detail::key_id(keys[i]))));
         std::sort(out().keys.begin(), out().keys.end(), std::greater<>{});  // sent best first
         phase_ = phase::ties;
         return sent();
@@ -449,6 +453,8 @@ class shard_sampler {
       if (!(before + mass < bound_)) break;
       before += mass;
     }
+    if (edge == detail::hist_bins)
+      return start_draw();  // unreachable (the bins hold the total); as top-p: no cut
     before_ = before;
     next_message();
     const float hi = edge + 1 < detail::hist_bins ? static_cast<float>(edge + 1) : detail::inf();
@@ -593,20 +599,11 @@ class shard_sampler {
       infs += m.raw_count;
       if (!has_raw_ && m.token >= 0) x_raw_ = m.raw_max;
     }
-    detail::raw_normalizer norm;
-    norm.max = raw_max_;
-    if (raw_max_ == detail::inf()) {
-      norm.inf_lp = static_cast<float>(-std::log(static_cast<double>(infs)));
-    } else if (raw_max_ > -detail::inf()) {
-      norm.lse = static_cast<float>(std::log(detail::to_double(mass)));
-    }
+    const detail::raw_normalizer norm = detail::normalizer_of_parts(raw_max_, infs, mass);
     result_.logprob = norm(x_raw_);
-    std::size_t shown = 0;
-    for (; shown < std::min(n_lp_, merged_raw_.size()); ++shown) {
-      const float lp = norm(detail::key_value(merged_raw_[shown]));
-      if (norm.max == detail::inf() && lp == -detail::inf()) break;
-      top_[shown] = {detail::key_id(merged_raw_[shown]), lp};
-    }
+    const std::size_t shown = detail::raw_top_entries(
+        norm, std::span<const std::uint64_t>(merged_raw_).first(std::min(n_lp_, merged_raw_.size())),
+        std::span<token_logprob>(top_));
     result_.top_count = static_cast<std::uint32_t>(shown);
     next_message();
     out().raw_count = visit_raw([&](const auto* x) { return detail::count_greater(x, n_, x_raw_); });
@@ -678,16 +675,11 @@ class shard_sampler {
       at += m.row.size();
     }
     ws_->reserve(vocab_);
-    auto run = [&](auto tag) {
-      using T = decltype(tag);
-      const auto* x = reinterpret_cast<const T*>(row_.data());
+    finish(detail::visit_logits(row_.data(), raw_type_, [&](const auto* x) {
+      using T = std::remove_cvref_t<decltype(*x)>;
       return s_->sample(std::span<const T>(x, bytes / sizeof(T)), *ws_, *rq_,
                         std::span<token_logprob>(top_.data(), n_lp_));
-    };
-    row_result r = raw_type_ == logit_dtype::f32    ? run(float{})
-                   : raw_type_ == logit_dtype::bf16 ? run(bf16{})
-                                                    : run(f16{});
-    finish(r);
+    }));
   }
 
   // --- this shard's candidates under the thresholds ------------------------------------------------
@@ -779,7 +771,6 @@ class shard_sampler {
   std::size_t exact_ = 0;
   std::vector<std::uint64_t> merged_, merged_raw_, members_, list_, merge_tmp_;
   std::vector<std::byte> row_;
-  float tie_value_ = 0.0f;
   detail::wsum bound_ = 0, before_ = 0, total_ = 0;
   std::uint64_t cut_key_ = 0;
   bool has_cut_ = false;

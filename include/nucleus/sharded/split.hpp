@@ -34,15 +34,18 @@ class spin_barrier {
   void reset(std::size_t parties) noexcept {
     parties_ = parties;
     arrived_.store(0, std::memory_order_relaxed);
+    aborted_.store(false, std::memory_order_relaxed);
   }
-  void wait() noexcept {
+  // Returns false when a party gave up (abort()): the round will not complete.
+  bool wait() noexcept {
     const std::uint64_t phase = phase_.load(std::memory_order_acquire);
     if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == parties_) {
       arrived_.store(0, std::memory_order_relaxed);
       phase_.fetch_add(1, std::memory_order_release);
-      return;
+      return !aborted_.load(std::memory_order_acquire);
     }
     for (int i = 0; phase_.load(std::memory_order_acquire) == phase; ++i) {
+      if (aborted_.load(std::memory_order_acquire)) return false;
       if (i < 4000) {
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
@@ -51,12 +54,18 @@ class spin_barrier {
         std::this_thread::yield();
       }
     }
+    return !aborted_.load(std::memory_order_acquire);
+  }
+  // A party that failed: every waiter returns false from now on, so none is left spinning.
+  void abort() noexcept {
+    aborted_.store(true, std::memory_order_release);
   }
 
  private:
   std::size_t parties_ = 1;
   std::atomic<std::size_t> arrived_{0};
   std::atomic<std::uint64_t> phase_{0};
+  std::atomic<bool> aborted_{false};
 };
 
 }  // namespace detail
@@ -114,14 +123,20 @@ class split_sampler {
     // when it has a slot per shard (an executor in general may run tasks one after another).
     if (std::is_same_v<std::remove_cvref_t<E>, thread_pool> && p > 1 && ex.concurrency() >= p) {
       barrier_.reset(p);
+      // A shard that throws releases the others (abort) and its exception leaves through bulk().
       ex.bulk(p, [&](std::size_t i, std::size_t) {
-        begin(i);
-        for (;;) {
-          barrier_.wait();  // every shard's message of this round is written
-          if (i == 0) refresh(p);
-          barrier_.wait();               // ... and listed
-          if (shards_[i].done()) break;  // (every shard of a row finishes in the same round)
-          shards_[i].step(refs_);
+        try {
+          begin(i);
+          for (;;) {
+            if (!barrier_.wait()) return;  // every shard's message of this round is written
+            if (i == 0) refresh(p);
+            if (!barrier_.wait()) return;   // ... and listed
+            if (shards_[i].done()) return;  // (every shard of a row finishes in the same round)
+            shards_[i].step(refs_);
+          }
+        } catch (...) {
+          barrier_.abort();
+          throw;
         }
       });
     } else {
