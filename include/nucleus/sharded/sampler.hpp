@@ -63,6 +63,21 @@ class shard_sampler {
   // The path the last row took.
   path route() const noexcept { return path_; }
 
+  // The path rows of sampler s take.
+  static path route_of(const sampler& s) noexcept {
+    const sampling_params& p = s.params();
+    const bool exotic = p.mirostat != 0 || p.typical_p < 1.0f || p.top_n_sigma > 0.0f ||
+                        (p.xtc_probability > 0.0f && p.xtc_threshold <= 0.5f) || p.epsilon_cutoff > 0.0f ||
+                        p.eta_cutoff > 0.0f || p.dynatemp_range > 0.0f || min_keep_of(p) > 1;
+    const float t = temperature_of(s);
+    if (exotic) return path::gather;
+    if (t == 0.0f || !(1.0f / t <= std::numeric_limits<float>::max()))
+      return path::greedy;  // greedy at any point of the chain: the row's argmax
+    if (p.top_k > 0) return path::top_k;
+    if (p.top_p < 1.0f) return path::top_p;
+    return path::dense;
+  }
+
   // Starts a row sampled with s: this shard, number `index` in vocabulary order, holds ids
   // [v0, v0 + slice.size()) of a row of `vocab` logits. s, the slice and rq must stay valid until
   // done(). ws is this shard's own.
@@ -188,6 +203,11 @@ class shard_sampler {
   using any_chain =
       std::remove_cvref_t<decltype(detail::sampler_access::chain(std::declval<const sampler&>()))>;
 
+  static float temperature_of(const sampler& s) noexcept {
+    const float t = s.params().temperature;
+    return s.order() == engine_order::vllm && t < 1e-5f ? 0.0f : t;  // as the vllm preset
+  }
+
   template <class P>
   static int min_keep_of(const P& p) {
     if constexpr (requires { p.min_keep; }) {
@@ -217,23 +237,9 @@ class shard_sampler {
     n_lp_ = lp_ > 0 ? static_cast<std::size_t>(lp_) : 0;
     raw_mode_ = p.logprobs_mode == logprob_mode::raw;
     const engine_order o = s.order();
-    float t = p.temperature;
-    if (o == engine_order::vllm && t < 1e-5f) t = 0.0f;  // as the vllm preset
-    const bool exotic = p.mirostat != 0 || p.typical_p < 1.0f || p.top_n_sigma > 0.0f ||
-                        (p.xtc_probability > 0.0f && p.xtc_threshold <= 0.5f) || p.epsilon_cutoff > 0.0f ||
-                        p.eta_cutoff > 0.0f || p.dynatemp_range > 0.0f || min_keep_of(p) > 1;
+    const float t = temperature_of(s);
     const float inv = t == 0.0f ? 0.0f : 1.0f / t;
-    if (exotic) {
-      path_ = path::gather;
-    } else if (t == 0.0f || !(inv <= std::numeric_limits<float>::max())) {
-      path_ = path::greedy;  // greedy at any point of the chain: the row's argmax
-    } else if (p.top_k > 0) {
-      path_ = path::top_k;
-    } else if (p.top_p < 1.0f) {
-      path_ = path::top_p;
-    } else {
-      path_ = path::dense;
-    }
+    path_ = route_of(s);
     k_ = p.top_k > 0 ? static_cast<std::size_t>(p.top_k) : 0;
     keep_ties_ = o == engine_order::vllm || o == engine_order::hf;
     top_p_ = p.top_p;
@@ -317,7 +323,7 @@ class shard_sampler {
       if (k.empty()) continue;
       merge_tmp_.resize(into.size() + k.size());
       std::merge(into.begin(), into.end(), k.begin(), k.end(), merge_tmp_.begin(), std::greater<>{});
-      into.swap(merge_tmp_);
+      into.assign(merge_tmp_.begin(), merge_tmp_.end());  // (not a swap: each buffer keeps its role and size)
     }
     // Every key at or above the highest last key of a shard that stopped short was sent.
     return static_cast<std::size_t>(std::upper_bound(into.begin(), into.end(), floor, std::greater<>{}) -

@@ -151,12 +151,18 @@ class split_sampler {
     return shards_[0].result(top);
   }
 
-  // The row cut into min(shards(), ex.concurrency()) shards of nearly equal length.
+  // The row cut into min(shards(), ex.concurrency()) shards of nearly equal length, where
+  // splitting pays: the draw over the whole row (dense, without min-p) and top-p. Greedy, top-k,
+  // min-p and the gathered knobs cost the whole row only a pass or two, less than the rounds'
+  // synchronization (bench/sharded_bench.cpp), so those rows stay whole. The result is the same.
   template <logit_type T, class E = inline_executor>
   requires executor<std::remove_cvref_t<E>> row_result sample(std::span<const T> row, const row_request& rq,
                                                               std::span<token_logprob> top = {},
                                                               E&& ex = E{}) {
-    const std::size_t p = std::min(shards_.size(), std::max<std::size_t>(ex.concurrency(), 1));
+    const shard_sampler::path route = shard_sampler::route_of(*sampler_);
+    const bool pays = (route == shard_sampler::path::dense && sampler_->params().min_p <= 0.0f) ||
+                      route == shard_sampler::path::top_p;
+    const std::size_t p = pays ? std::min(shards_.size(), std::max<std::size_t>(ex.concurrency(), 1)) : 1;
     even_.resize(p + 1);
     for (std::size_t i = 0; i <= p; ++i) even_[i] = row.size() * i / p;
     return sample(row, std::span<const std::size_t>(even_), rq, top, std::forward<E>(ex));
