@@ -222,6 +222,35 @@ void compare_row(tally& t, const std::string& what, const json& c, const float* 
   }
 }
 
+// The cuts both peers have, with each peer's own knob value: nucleus's distribution, the exact set
+// from the double reference, and its margin (0 where the reference found the cut ambiguous).
+struct cut_result {
+  nc::distribution d;
+  double margin = ref::inf;
+  std::set<std::int32_t> exact;
+};
+cut_result shared_cut(const std::string& name, float v, int keep, std::span<const float> r, nc::workspace& ws,
+                      ref::state s) {
+  const auto keep_n = static_cast<std::size_t>(keep);
+  cut_result out;
+  if (name == "top_p") {
+    out.d = nc::top_p(v, keep)(r, ws);
+    ref::apply_top_p(s, static_cast<double>(v), nullptr, keep_n);
+  } else if (name == "min_p") {
+    out.d = nc::min_p(v, keep)(r, ws);
+    ref::apply_min_p(s, static_cast<double>(v), nullptr, keep_n);
+  } else {  // typical
+    out.d = nc::typical(v, keep)(r, ws);
+    const auto cut = ref::typical(s, static_cast<double>(v), keep_n);
+    out.margin = cut.margin;
+    out.exact = ref_set(cut.s);
+    return out;
+  }
+  out.margin = s.ambiguous ? 0.0 : ref::inf;
+  out.exact = ref_set(s);
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("peers: llama.cpp's samplers", "[peers][llama_cpp]") {
@@ -252,21 +281,11 @@ TEST_CASE("peers: llama.cpp's samplers", "[peers][llama_cpp]") {
         d = nc::top_k(p["k"].get<int>())(r, ws);
         ref::apply_top_k(s, p["k"].get<int>());
         exact = ref_set(s);
-      } else if (name == "top_p") {
-        d = nc::top_p(p["p"].get<float>(), keep)(r, ws);
-        ref::apply_top_p(s, static_cast<double>(p["p"].get<float>()), nullptr, keep_n);
-        margin = s.ambiguous ? 0.0 : ref::inf;
-        exact = ref_set(s);
-      } else if (name == "min_p") {
-        d = nc::min_p(p["p"].get<float>(), keep)(r, ws);
-        ref::apply_min_p(s, static_cast<double>(p["p"].get<float>()), nullptr, keep_n);
-        margin = s.ambiguous ? 0.0 : ref::inf;
-        exact = ref_set(s);
-      } else if (name == "typical") {
-        d = nc::typical(p["p"].get<float>(), keep)(r, ws);
-        const auto cut = ref::typical(s, static_cast<double>(p["p"].get<float>()), keep_n);
+      } else if (name == "top_p" || name == "min_p" || name == "typical") {
+        auto cut = shared_cut(name, p["p"].get<float>(), keep, r, ws, s);
+        d = cut.d;
         margin = cut.margin;
-        exact = ref_set(cut.s);
+        exact = std::move(cut.exact);
       } else if (name == "top_n_sigma") {
         d = nc::top_n_sigma(p["n"].get<float>())(r, ws);
         const auto cut = ref::top_n_sigma(s, static_cast<double>(p["n"].get<float>()));
@@ -476,24 +495,16 @@ TEST_CASE("peers: Hugging Face's logits processors", "[peers][hf]") {
       d = nc::top_k(p["top_k"].get<int>(), nc::ties::keep, keep)(r, ws);
       ref::apply_top_k_ties(s, std::max(p["top_k"].get<int>(), keep));  // HF raises k to min_keep
       exact = ref_set(s);
-    } else if (name == "top_p") {
+    } else if (name == "top_p" || name == "min_p" || name == "typical") {
       // HF accepts top_p = 0 and keeps its min_tokens_to_keep tokens; nucleus requires p > 0, and its
       // smallest p keeps exactly the rank-first token, then min_keep the first min_keep.
-      const float tp = std::max(p["top_p"].get<float>(), std::numeric_limits<float>::min());
-      d = nc::top_p(tp, keep)(r, ws);
-      ref::apply_top_p(s, static_cast<double>(tp), nullptr, keep_n);
-      margin = s.ambiguous ? 0.0 : ref::inf;
-      exact = ref_set(s);
-    } else if (name == "min_p") {
-      d = nc::min_p(p["min_p"].get<float>(), keep)(r, ws);
-      ref::apply_min_p(s, static_cast<double>(p["min_p"].get<float>()), nullptr, keep_n);
-      margin = s.ambiguous ? 0.0 : ref::inf;
-      exact = ref_set(s);
-    } else if (name == "typical") {
-      d = nc::typical(p["mass"].get<float>(), keep)(r, ws);
-      const auto cut = ref::typical(s, static_cast<double>(p["mass"].get<float>()), keep_n);
+      const float v = name == "top_p"   ? std::max(p["top_p"].get<float>(), std::numeric_limits<float>::min())
+                      : name == "min_p" ? p["min_p"].get<float>()
+                                        : p["mass"].get<float>();
+      auto cut = shared_cut(name, v, keep, r, ws, s);
+      d = cut.d;
       margin = cut.margin;
-      exact = ref_set(cut.s);
+      exact = std::move(cut.exact);
     } else if (name == "epsilon") {
       d = nc::epsilon_cutoff(p["epsilon"].get<float>(), keep)(r, ws);
       const auto cut = ref::epsilon_cutoff(s, static_cast<double>(p["epsilon"].get<float>()), keep_n);
