@@ -59,9 +59,10 @@ struct dry_params {
 // DRY: a token that would extend a repeat of length L >= allowed_length (the longest suffix of the
 // history that also occurs earlier, followed there by that token) loses multiplier * base^(L -
 // allowed_length) from its logit. `z` is scratch for h.size() entries; `best` is all zero on entry
-// and on exit (one per vocabulary token). edit(x, to) is the processors' safe write.
-template <class Edit>
-void apply_dry(const dry_params& p, const history& h, float* out, std::uint64_t* z, std::uint32_t* best,
+// and on exit (one per vocabulary token). edit(x, to) is the processors' safe write. `out` is the row
+// (float*) or a window onto part of it (processors' row_window), indexed by token id.
+template <class Row, class Edit>
+void apply_dry(const dry_params& p, const history& h, Row&& out, std::uint64_t* z, std::uint32_t* best,
                Edit&& edit) {
   const std::size_t n = h.size();
   const auto allowed = static_cast<std::size_t>(p.allowed_length);
@@ -123,8 +124,9 @@ void apply_dry(const dry_params& p, const history& h, float* out, std::uint64_t*
 }
 
 // No-repeat-ngram (Hugging Face): with n = size, every token that would complete an n-gram already in
-// the history gets -inf. size 1 bans every token of the history.
-inline void apply_no_repeat_ngram(std::size_t size, const history& h, float* out) {
+// the history gets -inf. size 1 bans every token of the history. `out` as in apply_dry.
+template <class Row>
+void apply_no_repeat_ngram(std::size_t size, const history& h, Row&& out) {
   const std::size_t n = h.size();
   if (size == 0 || n + 1 < size) return;
   const std::size_t prefix = size - 1;  // the last size-1 tokens, to be matched

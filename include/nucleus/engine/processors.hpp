@@ -79,24 +79,37 @@ class processors {
   }
 
   // The same processed values for ids [v0, v0 + slice.size()) of a row of `vocab` logits, from that
-  // slice alone (sharded sampling: nucleus/sharded). Returns them (they sit at ws.processed[v0 ..);
-  // the rest of that buffer is -inf, which no processor edit changes).
+  // slice alone (sharded sampling: nucleus/sharded), into ws.processed[0, slice.size()). The edits
+  // that fall outside the slice are dropped: O(slice + history), never O(vocab).
   template <logit_type T, class Request>
   const float* apply_slice(std::span<const T> slice, std::size_t v0, std::size_t vocab, workspace& ws,
                            const Request& rq) const {
     const std::size_t n = slice.size();
-    float* out = ws.processed.ensure(vocab);
-    std::fill(out, out + v0, -inf());
-    std::fill(out + v0 + n, out + vocab, -inf());
+    float* out = ws.processed.ensure(n);
     masked_copy_slice(slice.data(), v0, n, rq.bitmask, out);
-    edit_tokens(out, vocab, ws, rq);
-    return out + v0;
+    edit_tokens(row_window{out, v0, n}, vocab, ws, rq);
+    return out;
   }
 
  private:
-  // Steps 2-4 (docs/semantics.md): edits of the listed tokens only, on the widened, masked row.
-  template <class Request>
-  void edit_tokens(float* out, std::size_t v, workspace& ws, const Request& rq) const {
+  // Part of a row, indexed by token id: ids outside [v0, v0 + n) read as -inf, and writes to them
+  // are dropped (a processor edit never changes -inf, so nothing is lost).
+  struct row_window {
+    float* data;
+    std::size_t v0, n;
+    float sink = 0.0f;
+    float& operator[](std::int32_t t) noexcept {
+      const std::size_t i = static_cast<std::size_t>(t) - v0;  // wraps past n for t < v0
+      if (i < n) return data[i];
+      sink = -inf();
+      return sink;
+    }
+  };
+
+  // Steps 2-4 (docs/semantics.md): edits of the listed tokens only, on the widened, masked row. `out`
+  // is the row (float*) or a row_window.
+  template <class Row, class Request>
+  void edit_tokens(Row&& out, std::size_t v, workspace& ws, const Request& rq) const {
     for (std::int32_t t : banned_) out[t] = -inf();
     if (rq.output.size() < min_tokens_)
       for (std::int32_t t : eos_) out[t] = -inf();
@@ -170,29 +183,29 @@ class processors {
     masked_widen(x, v, mask.empty() ? nullptr : mask.data(), out);
   }
 
-  // masked_copy for the ids [v0, v0 + n) of a row, into out[v0 ..): the bitmask's bits are the row's.
+  // masked_copy for the ids [v0, v0 + n) of a row, into out[0, n): the bitmask's bits are the row's.
   template <logit_type T>
   void masked_copy_slice(const T* x, std::size_t v0, std::size_t n, std::span<const std::uint32_t> mask,
                          float* out) const {
     if (!allowed_.empty()) {
-      std::fill(out + v0, out + v0 + n, -inf());
+      std::fill(out, out + n, -inf());
       for (std::int32_t t : allowed_) {
         const auto i = static_cast<std::size_t>(t);
         if (i >= v0 && i - v0 < n && (mask.empty() || (mask[i / 32] >> (i % 32)) & 1u))
-          out[i] = to_float(x[i - v0]);
+          out[i - v0] = to_float(x[i - v0]);
       }
       return;
     }
-    if (mask.empty()) return masked_widen(x, n, nullptr, out + v0);
+    if (mask.empty()) return masked_widen(x, n, nullptr, out);
     std::size_t i = 0;  // up to the first id on a word boundary one at a time, then by words
     for (; i < n && (v0 + i) % 32 != 0; ++i)
-      out[v0 + i] = (mask[(v0 + i) / 32] >> ((v0 + i) % 32)) & 1u ? to_float(x[i]) : -inf();
-    if (i < n) masked_widen(x + i, n - i, mask.data() + (v0 + i) / 32, out + v0 + i);
+      out[i] = (mask[(v0 + i) / 32] >> ((v0 + i) % 32)) & 1u ? to_float(x[i]) : -inf();
+    if (i < n) masked_widen(x + i, n - i, mask.data() + (v0 + i) / 32, out + i);
   }
 
   // counts[] is all zero on entry and on exit; only history tokens are touched.
-  template <class Request>
-  void penalize(float* out, std::uint32_t* counts, const Request& rq) const {
+  template <class Row, class Request>
+  void penalize(Row&& out, std::uint32_t* counts, const Request& rq) const {
     if (repeats(rq)) {
       const history h = repetition_history(rq);
       const float r = repetition_;
