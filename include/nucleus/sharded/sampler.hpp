@@ -98,7 +98,6 @@ class shard_sampler {
     result_ = {};
     bytes_ = 0;
     has_cut_ = has_raw_ = pre_done_ = false;
-    tok_ = -1;
     rounds_ = 0;
     cur_ = 0;
     out_[0].clear(0);
@@ -169,8 +168,6 @@ class shard_sampler {
         return after_rank(all);
       case phase::raw_norm:
         return after_raw_norm(all);
-      case phase::raw_rank:
-        return after_raw_rank(all);
     }
   }
 
@@ -197,8 +194,7 @@ class shard_sampler {
     draw_mass,
     token,
     rank,
-    raw_norm,
-    raw_rank
+    raw_norm
   };
   using any_chain =
       std::remove_cvref_t<decltype(detail::sampler_access::chain(std::declval<const sampler&>()))>;
@@ -533,16 +529,17 @@ class shard_sampler {
 
   template <class Messages>
   void after_token(const Messages& all) {
+    std::int32_t tok = -1;
     for (const shard_message& m : all)
       if (m.token >= 0) {
-        tok_ = m.token;
+        tok = m.token;
         x_tok_ = m.max;
         x_raw_ = m.raw_max;
         has_raw_ = true;
       }
-    if (tok_ < 0) return finish({.status = status::no_candidates});  // unreachable
+    if (tok < 0) return finish({.status = status::no_candidates});  // unreachable
     const double log_z = std::log(detail::to_double(total_));
-    row_result r{tok_, static_cast<float>(static_cast<double>(detail::scaled(x_tok_, m_, inv_draw_)) - log_z),
+    row_result r{tok, static_cast<float>(static_cast<double>(detail::scaled(x_tok_, m_, inv_draw_)) - log_z),
                  0, 0, status::ok};
     result_ = r;
     if (lp_ < 0) return finish(r);
@@ -568,6 +565,7 @@ class shard_sampler {
     sent();
   }
 
+  // The token's rank: 1 + the tokens ranked above it, summed over the shards.
   template <class Messages>
   void after_rank(const Messages& all) {
     std::uint64_t above = 0;
@@ -611,18 +609,10 @@ class shard_sampler {
         norm, std::span<const std::uint64_t>(merged_raw_).first(std::min(n_lp_, merged_raw_.size())),
         std::span<token_logprob>(top_));
     result_.top_count = static_cast<std::uint32_t>(shown);
-    next_message();
-    out().raw_count = visit_raw([&](const auto* x) { return detail::count_greater(x, n_, x_raw_); });
-    phase_ = phase::raw_rank;
+    next_message();  // the rank round, as the processed one (after_rank) but in the raw row
+    out().count = visit_raw([&](const auto* x) { return detail::count_greater(x, n_, x_raw_); });
+    phase_ = phase::rank;
     sent();
-  }
-
-  template <class Messages>
-  void after_raw_rank(const Messages& all) {
-    std::uint64_t above = 0;
-    for (const shard_message& m : all) above += m.raw_count;
-    result_.rank = static_cast<std::int32_t>(above + 1);
-    finish(result_);
   }
 
   // --- finishing where every shard holds the survivors ------------------------------------------
@@ -780,7 +770,6 @@ class shard_sampler {
   detail::wsum bound_ = 0, before_ = 0, total_ = 0;
   std::uint64_t cut_key_ = 0;
   bool has_cut_ = false;
-  std::int32_t tok_ = -1;
   float x_tok_ = 0.0f, x_raw_ = 0.0f;
   bool has_raw_ = false;
 };
