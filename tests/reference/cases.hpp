@@ -287,6 +287,19 @@ inline nucleus_ref::observed nominal_observed(std::span<const float> row,
   return o;
 }
 
+// The draw r of a chain (its processing part observed as o) against the reference. Not a template:
+// every chain type shares it.
+inline std::string check_drawn(terminal term, std::span<const float> row,
+                               std::span<const nucleus_ref::stage> stages, const nucleus_ref::observed& o,
+                               nucleus::sample_result r) {
+  std::vector<nucleus_ref::stage> with_greedy(stages.begin(), stages.end());
+  if (term == terminal::argmax) with_greedy.push_back(nucleus_ref::temperature(0.0));
+  std::string e = nucleus_ref::check_draw(row, with_greedy, o, to_ref(r.status), r.token, r.logprob);
+  if (e.empty() && term == terminal::argmax && r.token != nucleus_ref::argmax(row))
+    e = nucleus_ref::context(row, stages) + ": argmax terminal returned " + std::to_string(r.token);
+  return e;
+}
+
 // Distribution of `proc` (if any) and a draw of `chain` (proc | terminal), both against the reference.
 template <class Proc, class Chain>
 std::string check_case(const Proc& proc, const Chain& chain, terminal term, std::span<const float> row,
@@ -299,13 +312,7 @@ std::string check_case(const Proc& proc, const Chain& chain, terminal term, std:
     std::string e = check_proc(proc, row, stages, ws, &o);
     if (!e.empty()) return e;
   }
-  nucleus::sample_result r = chain(row, ws, key);
-  std::vector<nucleus_ref::stage> with_greedy(stages.begin(), stages.end());
-  if (term == terminal::argmax) with_greedy.push_back(nucleus_ref::temperature(0.0));
-  std::string e = nucleus_ref::check_draw(row, with_greedy, o, to_ref(r.status), r.token, r.logprob);
-  if (e.empty() && term == terminal::argmax && r.token != nucleus_ref::argmax(row))
-    e = nucleus_ref::context(row, stages) + ": argmax terminal returned " + std::to_string(r.token);
-  return e;
+  return check_drawn(term, row, stages, o, chain(row, ws, key));
 }
 
 }  // namespace nucleus_cases

@@ -5,6 +5,8 @@
 #include <concepts>
 #include <cstddef>
 #include <span>
+#include <stdexcept>
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -15,32 +17,10 @@
 #include "nucleus/core/materialize.hpp"
 #include "nucleus/core/result.hpp"
 #include "nucleus/core/row_state.hpp"
+#include "nucleus/core/stage_info.hpp"
 #include "nucleus/core/workspace.hpp"
 
 namespace nucleus {
-
-// A stage's contract, read by the chain at compile time (stage_traits<S>).
-struct stage_info {
-  bool terminal = false;     // ends a chain: turns the candidates into one token
-  bool needs_key = false;    // uses the draw_key's randomness
-  bool truncates = false;    // may remove candidates; later stages then see only the survivors
-  bool needs_probs = false;  // needs normalized probabilities of its input (one exp-sum pass)
-  bool needs_max = false;    // needs the candidates' maximum logit (cached once per row)
-  bool elementwise = false;  // acts on each logit alone; folded into later passes, never a pass itself
-  bool sorts = false;        // leaves the candidates in rank order (later cuts skip their sort)
-};
-
-template <class S>
-struct stage_traits {
-  static constexpr stage_info info = S::info;
-  static constexpr bool terminal = info.terminal;
-  static constexpr bool needs_key = info.needs_key;
-  static constexpr bool truncates = info.truncates;
-  static constexpr bool needs_probs = info.needs_probs;
-  static constexpr bool needs_max = info.needs_max;
-  static constexpr bool elementwise = info.elementwise;
-  static constexpr bool sorts = info.sorts;
-};
 
 template <class... S>
 class chain;
@@ -48,9 +28,12 @@ class chain;
 struct stage_base;
 
 namespace detail {
+[[noreturn]] inline void broken_contract(const char* what) {
+  throw std::logic_error(std::string("nucleus: a stage ") + what);
+}
 template <class L, class R>
 constexpr auto join(const L& l, const R& r);
-}
+}  // namespace detail
 
 // Hosts operator| as a hidden friend of a non-template base, so it is defined once for all stages.
 struct stage_base {
@@ -104,6 +87,15 @@ class chain : public stage_base {
 
   constexpr const std::tuple<S...>& stages() const noexcept { return stages_; }
 
+  // The plan before stage I (I = count: after the last) of a row entering as `entry`.
+  template <std::size_t I, row_plan Entry = fresh_row>
+  static constexpr row_plan plan_before() noexcept {
+    row_plan p = Entry;
+    std::size_t i = 0;
+    ((i++ < I ? (void)(p = p.after(stage_traits<S>::info)) : void()), ...);
+    return p;
+  }
+
   // Without a terminal: the processed distribution. Ending in argmax(): the greedy token.
   // Rows may hold float, bf16 or f16 logits (see logit_types.hpp).
   template <logit_type T>
@@ -111,25 +103,13 @@ class chain : public stage_base {
     static_assert(!needs_key,
                   "nucleus: this chain uses randomness (it draws, or has a keyed stage such as xtc()): "
                   "call it with a draw_key, chain(logits, ws, nucleus::draw_key{seed, position})");
-    row_state s(logits, ws);
-    if constexpr (ends_in_terminal) {
-      return finish(s, draw_key{});
-    } else {
-      apply(s);
-      return materialize(s);
-    }
+    return run<fresh_row>(logits, ws, draw_key{});
   }
 
   // With a terminal: the drawn token. Without: the processed distribution, keyed stages using `key`.
   template <logit_type T>
   auto operator()(std::span<const T> logits, workspace& ws, draw_key key) const {
-    row_state s(logits, ws);
-    if constexpr (ends_in_terminal) {
-      return finish(s, key);
-    } else {
-      apply(s, key);
-      return materialize(s);
-    }
+    return run<fresh_row>(logits, ws, key);
   }
 
   // The same for a std::span<const float> spelled any way that converts (a vector, an array).
@@ -141,33 +121,69 @@ class chain : public stage_base {
   }
 
   // Runs every non-terminal stage on a row already in a row_state (for code that prepares rows
-  // itself, such as the batch sampler); then finish() draws with the terminal.
+  // itself, such as the batch sampler); then finish() draws with the terminal. Such a row may be in
+  // any state, so these run with the default plan.
   void apply(row_state& s) const {
     static_assert(!keyed_stages,
                   "nucleus: this chain has a keyed stage such as xtc(): call apply(state, draw_key)");
     apply(s, draw_key{});
   }
   void apply(row_state& s, draw_key key) const {
-    run_stages(s, key, std::make_index_sequence < ends_in_terminal ? count - 1 : count > {});
+    run_stages<row_plan{}>(s, key, std::make_index_sequence < ends_in_terminal ? count - 1 : count > {});
   }
   sample_result finish(row_state& s, draw_key key) const requires(ends_in_terminal) {
-    run_stages(s, key, std::make_index_sequence<count - 1>{});
-    return std::get<count - 1>(stages_).finish(s, key);
+    return run_finish<row_plan{}>(s, key);
   }
 
  private:
-  template <class St>
+  template <row_plan Entry, logit_type T>
+  auto run(std::span<const T> logits, workspace& ws, draw_key key) const {
+    row_state s(logits, ws);
+    if constexpr (ends_in_terminal) {
+      return run_finish<Entry>(s, key);
+    } else {
+      run_stages<Entry>(s, key, std::make_index_sequence<count>{});
+      return materialize(s, plan<plan_before<count, Entry>()>{});
+    }
+  }
+  template <row_plan Entry>
+  sample_result run_finish(row_state& s, draw_key key) const {
+    run_stages<Entry>(s, key, std::make_index_sequence<count - 1>{});
+    constexpr row_plan at = plan_before<count - 1, Entry>();
+    const last_type& t = std::get<count - 1>(stages_);
+    if constexpr (requires { t.finish(s, key, plan<at>{}); }) {
+      return t.finish(s, key, plan<at>{});
+    } else {
+      return t.finish(s, key);
+    }
+  }
+
+  template <row_plan P, class St>
   static void run_stage(const St& st, row_state& s, draw_key key) {
+    const bool was_sorted = s.sorted(), was_greedy = s.greedy();
+    const float inv = s.inv_temperature();
     if constexpr (stage_traits<St>::needs_key) {
       st.apply(s, key);
+    } else if constexpr (requires { st.apply(s, plan<P>{}); }) {
+      st.apply(s, plan<P>{});
     } else {
       st.apply(s);
     }
+    // The plans of the stages after this one rest on its stage_info: a stage that breaks it (a user
+    // stage, say) is a programming error, caught here rather than as a wrong distribution.
+    if (!stage_traits<St>::sorts && s.sorted() && !was_sorted)
+      detail::broken_contract("left the candidates in rank order without declaring stage_info::sorts");
+    if (!stage_traits<St>::tempers && (s.greedy() != was_greedy || s.inv_temperature() != inv))
+      detail::broken_contract("changed the temperature without declaring stage_info::tempers");
   }
-  template <std::size_t... I>
+  template <row_plan Entry, std::size_t... I>
   void run_stages(row_state& s, draw_key key, std::index_sequence<I...>) const {
-    // Every stage checks live() first; a stage after greedy (T = 0) has nothing to cut either.
-    ((s.live() && !s.greedy() ? run_stage(std::get<I>(stages_), s, key) : void()), ...);
+    // Every stage checks live() first; a stage after greedy (T = 0) has nothing to cut either, and
+    // only a stage after one that tempers can find the row greedy.
+    ((s.live() && !(plan_before<I, Entry>().may_be_greedy && s.greedy())
+          ? run_stage<plan_before<I, Entry>()>(std::get<I>(stages_), s, key)
+          : void()),
+     ...);
     (void)key;
   }
 

@@ -10,6 +10,10 @@ struct argmax_stage : stage<argmax_stage> {
   static constexpr stage_info info{.terminal = true};
 
   sample_result finish(row_state& s, draw_key) const noexcept { return greedy_pick(s); }
+  template <row_plan P>
+  sample_result finish(row_state& s, draw_key, plan<P>) const noexcept {
+    return greedy_pick(s, plan<P>{});
+  }
 };
 
 inline argmax_stage argmax() noexcept {

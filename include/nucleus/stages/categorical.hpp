@@ -11,8 +11,10 @@ namespace nucleus {
 // A categorical draw over the candidates' exact weights (simd/scalar.hpp): the token whose run of the
 // cumulative weight, in candidate order, holds the key's point in [0, total). Greedy rows (T = 0) give
 // their argmax. Records the normalizer (row_state::draw_sum) for logprobs.
-inline sample_result draw(row_state& s, draw_key key) noexcept {
-  if (s.greedy()) return greedy_pick(s);
+// Only a row after a stage that tempers can be greedy (the chain's plan).
+template <row_plan P = row_plan{}>
+sample_result draw(row_state& s, draw_key key, plan<P> = {}) noexcept {
+  if (P.may_be_greedy && s.greedy()) return greedy_pick(s, plan<P>{});
   const float m = s.max_logit();
   if (!s.live()) return s.fail();
   const float inv = s.inv_temperature();
@@ -34,10 +36,13 @@ inline sample_result draw(row_state& s, draw_key key) noexcept {
 }
 
 struct categorical_stage : stage<categorical_stage> {
-  static constexpr stage_info info{
-      .terminal = true, .needs_key = true, .needs_probs = true, .needs_max = true};
+  static constexpr stage_info info{.terminal = true, .needs_key = true};
 
   sample_result finish(row_state& s, draw_key key) const noexcept { return draw(s, key); }
+  template <row_plan P>
+  sample_result finish(row_state& s, draw_key key, plan<P>) const noexcept {
+    return draw(s, key, plan<P>{});
+  }
 };
 
 inline categorical_stage categorical() noexcept {

@@ -17,7 +17,7 @@
 namespace nucleus {
 
 struct dynamic_temperature_stage : stage<dynamic_temperature_stage> {
-  static constexpr stage_info info{.needs_probs = true, .needs_max = true};
+  static constexpr stage_info info{.tempers = true};
 
   float t;
   float range;     // <= 0: a plain temperature t

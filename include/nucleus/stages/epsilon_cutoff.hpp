@@ -13,7 +13,7 @@
 namespace nucleus {
 
 struct epsilon_cutoff_stage : stage<epsilon_cutoff_stage> {
-  static constexpr stage_info info{.truncates = true, .needs_probs = true, .needs_max = true};
+  static constexpr stage_info info{};
 
   float e;  // 0: disabled
   std::size_t min_keep = 1;

@@ -16,7 +16,7 @@
 namespace nucleus {
 
 struct eta_cutoff_stage : stage<eta_cutoff_stage> {
-  static constexpr stage_info info{.truncates = true, .needs_probs = true, .needs_max = true};
+  static constexpr stage_info info{};
 
   float eta;  // 0: disabled
   std::size_t min_keep = 1;

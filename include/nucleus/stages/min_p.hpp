@@ -13,7 +13,7 @@ namespace nucleus {
 
 struct min_p_stage : stage<min_p_stage> {
   // p_i >= m * p_max  <=>  (x_i - x_max) / T >= ln m: a logit threshold, no exp and no sum.
-  static constexpr stage_info info{.truncates = true, .needs_max = true};
+  static constexpr stage_info info{};
 
   float m;
   std::size_t min_keep = 1;

@@ -47,8 +47,7 @@ inline void mirostat_check(const char* who, float tau, float eta) {
 }  // namespace detail
 
 struct mirostat_v2_stage : stage<mirostat_v2_stage> {
-  static constexpr stage_info info{
-      .terminal = true, .needs_key = true, .truncates = true, .needs_probs = true, .needs_max = true};
+  static constexpr stage_info info{.terminal = true, .needs_key = true};
 
   float tau, eta;
   float* mu;
@@ -76,8 +75,7 @@ struct mirostat_v2_stage : stage<mirostat_v2_stage> {
 };
 
 struct mirostat_v1_stage : stage<mirostat_v1_stage> {
-  static constexpr stage_info info{
-      .terminal = true, .needs_key = true, .truncates = true, .needs_probs = true, .needs_max = true};
+  static constexpr stage_info info{.terminal = true, .needs_key = true};
 
   float tau, eta;
   int m;  // tokens the exponent is estimated from (llama.cpp: 100)

@@ -9,8 +9,8 @@
 namespace nucleus {
 
 struct temperature_stage : stage<temperature_stage> {
-  // Elementwise: never a pass of its own; 1/T rides along into the passes that need probabilities.
-  static constexpr stage_info info{.elementwise = true};
+  // Never a pass of its own: 1/T rides along into the passes that need probabilities.
+  static constexpr stage_info info{.tempers = true};
 
   float t;
 

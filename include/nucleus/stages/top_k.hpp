@@ -19,7 +19,7 @@ namespace nucleus {
 enum class ties : std::uint8_t { exact, keep };
 
 struct top_k_stage : stage<top_k_stage> {
-  static constexpr stage_info info{.truncates = true, .sorts = true};
+  static constexpr stage_info info{.sorts = true};
 
   int k;  // <= 0: disabled
   ties tie_rule = ties::exact;

@@ -13,7 +13,7 @@
 namespace nucleus {
 
 struct top_n_sigma_stage : stage<top_n_sigma_stage> {
-  static constexpr stage_info info{.truncates = true, .needs_max = true};
+  static constexpr stage_info info{};
 
   float n;  // <= 0: disabled
 

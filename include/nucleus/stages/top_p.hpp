@@ -38,12 +38,15 @@ inline std::size_t walk_cut(const std::uint64_t* keys, std::size_t n, wsum befor
 
 // Masses are exact integer weights (simd/scalar.hpp), so the cut depends only on the row and p.
 struct top_p_stage : stage<top_p_stage> {
-  static constexpr stage_info info{.truncates = true, .needs_probs = true, .needs_max = true};
+  static constexpr stage_info info{};
 
   float p;
   std::size_t min_keep = 1;
 
-  void apply(row_state& s) const {
+  void apply(row_state& s) const { apply(s, plan<row_plan{}>{}); }
+  // Before any stage that sorts (the chain's plan says so), there is no sorted prefix to walk.
+  template <row_plan P>
+  void apply(row_state& s, plan<P>) const {
     if (p >= 1.0f) return;
     const float m = s.max_logit();
     if (!s.live() || s.size() == 1) return;
@@ -56,13 +59,15 @@ struct top_p_stage : stage<top_p_stage> {
         s.visit([&](const auto* x) { return detail::exp_sum(x, s.size(), m, inv, nullptr); });
     const detail::wsum bound = detail::mass_bound(p, total);  // keep while the mass before < p * total
 
-    if (s.sorted()) {  // after top_k: walk the prefix, no sort, no histogram
-      detail::wsum before = 0;
-      std::size_t keep = 0;
-      while (keep < s.size() && before < bound)
-        before += detail::weight(detail::exp_scalar(s.scaled(keep++)));
-      s.truncate(std::max(keep, min_keep));
-      return;
+    if constexpr (P.may_be_sorted) {
+      if (s.sorted()) {  // after top_k: walk the prefix, no sort, no histogram
+        detail::wsum before = 0;
+        std::size_t keep = 0;
+        while (keep < s.size() && before < bound)
+          before += detail::weight(detail::exp_scalar(s.scaled(keep++)));
+        s.truncate(std::max(keep, min_keep));
+        return;
+      }
     }
 
     // Tokens whose weight is below (1 - p) * z / (2 n) cannot be reached: all of them together hold

@@ -28,7 +28,7 @@ inline constexpr double typical_bins_per_unit = 32.0;  // histogram resolution i
 }
 
 struct typical_stage : stage<typical_stage> {
-  static constexpr stage_info info{.truncates = true, .needs_probs = true, .needs_max = true};
+  static constexpr stage_info info{};
 
   float p;  // >= 1: disabled
   std::size_t min_keep = 1;

@@ -17,8 +17,7 @@
 namespace nucleus {
 
 struct xtc_stage : stage<xtc_stage> {
-  static constexpr stage_info info{
-      .needs_key = true, .truncates = true, .needs_probs = true, .needs_max = true};
+  static constexpr stage_info info{.needs_key = true};
 
   float probability;  // <= 0: disabled
   float threshold;    // > 0.5: disabled (at most one token can exceed it)
