@@ -154,6 +154,11 @@ class chain : public stage_base {
     if constexpr (requires { t.finish(s, key, plan<at>{}); }) {
       return t.finish(s, key, plan<at>{});
     } else {
+      static_assert(
+          requires {
+            { t.finish(s, key) } -> std::same_as<sample_result>;
+          },
+          "nucleus: a terminal stage implements `sample_result finish(row_state&, draw_key) const`");
       return t.finish(s, key);
     }
   }
@@ -163,10 +168,18 @@ class chain : public stage_base {
     const bool was_sorted = s.sorted(), was_greedy = s.greedy();
     const float inv = s.inv_temperature();
     if constexpr (stage_traits<St>::needs_key) {
+      static_assert(
+          requires { st.apply(s, key); },
+          "nucleus: a stage that declares needs_key implements "
+          "`void apply(row_state&, draw_key) const`");
       st.apply(s, key);
     } else if constexpr (requires { st.apply(s, plan<P>{}); }) {
       st.apply(s, plan<P>{});
     } else {
+      static_assert(
+          requires { st.apply(s); },
+          "nucleus: a stage implements `void apply(row_state&) const` (or, to read the chain's "
+          "plan, `template <row_plan P> void apply(row_state&, plan<P>) const`)");
       st.apply(s);
     }
     // The plans of the stages after this one rest on its stage_info: a stage that breaks it (a user

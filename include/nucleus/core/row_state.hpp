@@ -45,7 +45,6 @@ class row_state {
   std::size_t row_size() const noexcept { return row_n_; }
   // The candidates' values as float: null while the set is a dense 16-bit row (use visit()).
   const float* logits() const noexcept { return vals_; }
-  logit_dtype source_type() const noexcept { return src_type_; }
   const std::int32_t* ids_or_null() const noexcept { return ids_; }
   std::int32_t id(std::size_t i) const noexcept { return ids_ ? ids_[i] : static_cast<std::int32_t>(i); }
   bool dense() const noexcept { return ids_ == nullptr; }

@@ -13,9 +13,24 @@ struct stage_info {
   bool tempers = false;    // may change the temperature (T = 0 turns the row greedy)
 };
 
+namespace detail {
+template <class S>
+consteval stage_info declared_info() {
+  static_assert(
+      requires { stage_info{S::info}; },
+      "nucleus: a stage declares `static constexpr nucleus::stage_info info{...};` "
+      "(`info{}` for a stage that only cuts)");
+  if constexpr (requires { stage_info{S::info}; }) {
+    return S::info;
+  } else {
+    return {};
+  }
+}
+}  // namespace detail
+
 template <class S>
 struct stage_traits {
-  static constexpr stage_info info = S::info;
+  static constexpr stage_info info = detail::declared_info<S>();
   static constexpr bool terminal = info.terminal;
   static constexpr bool needs_key = info.needs_key;
   static constexpr bool sorts = info.sorts;
