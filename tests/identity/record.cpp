@@ -110,6 +110,67 @@ std::uint64_t hash_result(std::uint64_t h, const nucleus::token_logprob& t) {
   return hash_fields(h, t.token, t.logprob, 0);
 }
 
+// The rest of the sampler vocabulary (typical, top-n-sigma, XTC, epsilon, eta, dynamic temperature,
+// mirostat 1 and 2, DRY, no-repeat-ngram) through the presets that have each: which knobs are on, and
+// their values, vary with the case, so each stage runs alone and beside the others.
+std::uint64_t hash_vocabulary(const nucleus_cases::test_case& c, std::span<const std::int32_t> hist,
+                              nucleus::workspace& ws) {
+  std::uint64_t h = nucleus_ref::fnv_offset;
+  if (c.row.empty()) return h;
+  const std::size_t i = c.index, k = i / 4;
+  nucleus::sampling_params p;
+  p.seed = c.key.seed;
+  p.logprobs = 2;
+  p.temperature = 0.6f + 0.1f * static_cast<float>(k % 7);
+  auto order = nucleus::engine_order::llama_cpp;
+  float mu = 0.0f;
+  switch (i % 4) {
+    case 0:  // llama.cpp's chain
+      p.top_n_sigma = k % 3 == 0 ? 0.5f + 0.25f * static_cast<float>(k % 5) : -1.0f;
+      p.typical_p = k % 5 < 2 ? 0.5f + 0.1f * static_cast<float>(k % 4) : 1.0f;
+      p.xtc_probability = k % 4 == 1 ? 1.0f : k % 4 == 2 ? 0.5f : 0.0f;
+      p.xtc_threshold = 0.02f * static_cast<float>(1 + k % 6);
+      p.dynatemp_range = k % 2 ? 0.5f : 0.0f;
+      p.dynatemp_exponent = 0.5f + 0.5f * static_cast<float>(k % 3);
+      p.dry_multiplier = k % 3 == 1 ? 0.8f : 0.0f;
+      p.dry_allowed_length = static_cast<int>(k % 3);
+      p.dry_sequence_breakers = {{hist[0]}};
+      p.min_keep = 1 + static_cast<int>(k % 3);
+      break;
+    case 1:  // mirostat 1 and 2 (llama.cpp), mu carried from the draw into the record
+      p.mirostat = 1 + static_cast<int>(k % 2);
+      p.mirostat_tau = 2.0f + static_cast<float>(k % 5);
+      p.mirostat_eta = 0.1f;
+      mu = nucleus::mirostat_initial_mu(p.mirostat_tau);
+      break;
+    case 2:  // Hugging Face's warpers and no-repeat-ngram
+      order = nucleus::engine_order::hf;
+      p.typical_p = k % 3 == 0 ? 0.9f : 1.0f;
+      p.epsilon_cutoff = k % 3 == 1 ? 3e-4f : 0.0f;
+      p.eta_cutoff = k % 3 == 2 ? 3e-4f * static_cast<float>(1 + k % 4) : 0.0f;
+      p.no_repeat_ngram_size = static_cast<int>(k % 4);
+      p.min_keep = 1 + static_cast<int>(k % 2);
+      break;
+    default:  // nucleus's own order, everything at once
+      order = nucleus::engine_order::nucleus;
+      p.typical_p = 0.95f;
+      p.top_n_sigma = 2.0f;
+      p.epsilon_cutoff = 1e-5f;
+      p.eta_cutoff = 1e-5f;
+      p.xtc_probability = 1.0f;
+      p.dynatemp_range = 0.3f;
+      break;
+  }
+  const nucleus::sampler s(p, order);
+  const nucleus::row_request rq{
+      hist.first(4), hist.subspan(4), {}, c.key.position, p.mirostat ? &mu : nullptr};
+  nucleus::token_logprob top[2] = {};
+  h = hash_result(h, s.sample(std::span<const float>(c.row), ws, rq, top));
+  for (const auto& t : top) h = hash_result(h, t);
+  const std::uint32_t mu_bits = float_bits(mu);
+  return fnv1a(h, &mu_bits, sizeof mu_bits);
+}
+
 // The same case on 16-bit rows (the row rounded to bf16 and to f16: other values, so other results,
 // but each must be the same in every build), and through an engine sampler with processors.
 std::uint64_t hash_engine(const nucleus_cases::test_case& c, nucleus::workspace& ws) {
@@ -152,7 +213,8 @@ std::uint64_t hash_engine(const nucleus_cases::test_case& c, nucleus::workspace&
   for (const auto& t : top) h = hash_result(h, t);
   h = hash_result(h, s.sample(std::span<const float>(c.row), ws, rq, top));
   for (const auto& t : top) h = hash_result(h, t);
-  return h;
+  const std::uint64_t v = hash_vocabulary(c, hist, ws);
+  return fnv1a(h, &v, sizeof v);
 }
 
 int record(const std::string& path, std::size_t n) {
