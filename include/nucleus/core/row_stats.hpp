@@ -53,29 +53,52 @@ inline row_moments moments(row_state& s) noexcept {
   return r;
 }
 
+// A scaled logit below this has an exp below e_min (> 0): exp_scalar, which the SIMD exp equals bit
+// for bit, is within 2 ulp of exp on (-86, 0] and 0 below, and log(e_min) - 2^-10 leaves a margin far
+// wider than 2 ulp. So a cut "e >= e_min" need exp only the candidates at or above it. -inf for
+// e_min <= 0 (every candidate qualifies).
+inline float scaled_floor(double e_min) noexcept {
+  if (!(e_min > 0.0)) return -inf();
+  return std::nextafter(static_cast<float>(std::log(e_min) - 0x1p-10), -inf());
+}
+
 // Keeps the candidates whose weight is at least w_min (a real number in weight units), and always
 // the maximum. A weight only grows with the logit, so this is one logit threshold.
 // exps_ready: ws.probs already holds the candidates' exp(y) at this temperature (moments() leaves
-// them there), so the exp pass is not run twice.
+// them there); otherwise only the candidates at or above scaled_floor() are exp'd.
 inline void keep_weight_at_least(row_state& s, double w_min, bool exps_ready = false) noexcept {
   const float m = s.max_logit();
   if (!s.live()) return;
   const float inv = s.inv_temperature();
-  float* e = s.ws().probs.ensure(s.size());
-  if (!exps_ready) s.visit([&](const auto* x) { exp_store(x, s.size(), m, inv, e); });
   // weight(e) = floor(e * 2^48) >= w_min  <=>  e * 2^48 >= ceil(w_min): a compare of e itself (e * 2^48
   // is exact in double). The least such logit, as an order-preserving integer: a branch-free min.
   const double e_min = std::ceil(w_min) * 0x1p-48;
   std::uint32_t cut = ordered(m);
-  s.visit([&](const auto* x) {
-    for (std::size_t i = 0; i < s.size(); ++i) {
-      const float v = to_float(x[i]);
-      // (-inf and NaN are never candidates, even for a threshold of 0)
-      const bool in = static_cast<double>(e[i]) >= e_min && v > -inf();
-      const std::uint32_t k = in ? ordered(v) : ~std::uint32_t{0};
-      cut = k < cut ? k : cut;
-    }
-  });
+  if (exps_ready) {
+    const float* e = s.ws().probs.data();
+    s.visit([&](const auto* x) {
+      for (std::size_t i = 0; i < s.size(); ++i) {
+        const float v = to_float(x[i]);
+        // (-inf and NaN are never candidates, even for a threshold of 0)
+        const bool in = static_cast<double>(e[i]) >= e_min && v > -inf();
+        const std::uint32_t k = in ? ordered(v) : ~std::uint32_t{0};
+        cut = k < cut ? k : cut;
+      }
+    });
+  } else {
+    const float y_lo = scaled_floor(e_min);
+    s.visit([&](const auto* x) {
+      for (std::size_t i = 0; i < s.size(); ++i) {
+        const float v = to_float(x[i]);
+        const float y = scaled(v, m, inv);
+        if (!(y >= y_lo) || !(v > -inf())) continue;  // almost every candidate of a peaked row
+        if (static_cast<double>(exp_scalar(y)) >= e_min) {
+          const std::uint32_t k = ordered(v);
+          cut = k < cut ? k : cut;
+        }
+      }
+    });
+  }
   s.keep_scaled_at_least(0.0f, 1.0f, from_ordered(cut));
 }
 

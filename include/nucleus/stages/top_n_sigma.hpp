@@ -27,24 +27,32 @@ struct top_n_sigma_stage : stage<top_n_sigma_stage> {
     constexpr std::size_t lanes = 8;
     double sum[lanes] = {}, acc[lanes] = {};
     std::size_t count = 0;
-    auto candidate = [](float v) { return v == v && v > -detail::inf(); };
+    // A candidate is neither -inf nor NaN: one compare, false for both.
+    auto candidate = [](float v) { return v > -detail::inf(); };
+    // Each pass runs eight candidates at a time, candidate i + j into sum j: the sums stay in
+    // registers (one vector where the compiler vectorizes), and each adds in the order of i.
+    const std::size_t len = s.size(), whole = len - len % lanes;
+    auto add = [&](float v, std::size_t j) {
+      const bool c = candidate(v);
+      sum[j] += static_cast<double>(c ? v : 0.0f);
+      count += c;
+    };
     s.visit([&](const auto* x) {
-      for (std::size_t i = 0; i < s.size(); ++i) {
-        const float v = to_float(x[i]);
-        const bool c = candidate(v);
-        sum[i % lanes] += c ? static_cast<double>(v) : 0.0;
-        count += c;
-      }
+      for (std::size_t i = 0; i < whole; i += lanes)
+        for (std::size_t j = 0; j < lanes; ++j) add(to_float(x[i + j]), j);
+      for (std::size_t j = 0; whole + j < len; ++j) add(to_float(x[whole + j]), j);
     });
     double total = 0.0;
     for (double p : sum) total += p;
     const double mean = total / static_cast<double>(count);
+    auto square = [&](float v, std::size_t j) {
+      const double d = static_cast<double>(candidate(v) ? v : 0.0f) - (candidate(v) ? mean : 0.0);
+      acc[j] = std::fma(d, d, acc[j]);
+    };
     s.visit([&](const auto* x) {
-      for (std::size_t i = 0; i < s.size(); ++i) {
-        const float v = to_float(x[i]);
-        const double d = candidate(v) ? static_cast<double>(v) - mean : 0.0;
-        acc[i % lanes] = std::fma(d, d, acc[i % lanes]);
-      }
+      for (std::size_t i = 0; i < whole; i += lanes)
+        for (std::size_t j = 0; j < lanes; ++j) square(to_float(x[i + j]), j);
+      for (std::size_t j = 0; whole + j < len; ++j) square(to_float(x[whole + j]), j);
     });
     double squares = 0.0;
     for (double p : acc) squares += p;

@@ -59,11 +59,20 @@ struct typical_stage : stage<typical_stage> {
     // Each candidate's bin replaces its exp value in ws.probs once its weight is counted.
     detail::wsum* mass = ws.hist_mass.data();
     std::fill(mass, mass + detail::hist_bins, detail::wsum{0});
+    // The bins add in 64 bits over runs of 2^15 candidates (2^15 weights of <= 2^48 fit), then
+    // join the 128-bit masses: a 64-bit add per candidate instead of a 128-bit one.
+    std::uint64_t part[detail::hist_bins];
     float* slot = ws.probs.data();
-    for (std::size_t i = 0; i < n; ++i) {
-      const std::uint32_t b = bin(i);
-      mass[b] += detail::weight(slot[i]);
-      slot[i] = std::bit_cast<float>(b);  // only ever read back as bits
+    constexpr std::size_t run = std::size_t{1} << 15;
+    for (std::size_t r0 = 0; r0 < n; r0 += run) {
+      std::fill(part, part + detail::hist_bins, std::uint64_t{0});
+      const std::size_t end = n - r0 < run ? n : r0 + run;
+      for (std::size_t i = r0; i < end; ++i) {
+        const std::uint32_t b = bin(i);
+        part[b] += detail::weight(slot[i]);
+        slot[i] = std::bit_cast<float>(b);  // only ever read back as bits
+      }
+      for (std::uint32_t b = 0; b < detail::hist_bins; ++b) mass[b] += part[b];
     }
     auto bin_of = [&](std::size_t i) { return std::bit_cast<std::uint32_t>(slot[i]); };
     detail::wsum before = 0;
@@ -88,8 +97,10 @@ struct typical_stage : stage<typical_stage> {
     // Only the edge bin is sorted: distance, then the higher logit, then the lower id.
     std::uint64_t* order = ws.keys.ensure(n);
     std::size_t members = 0;
-    for (std::size_t i = 0; i < n; ++i)
-      if (bin_of(i) == edge) order[members++] = i;
+    for (std::size_t i = 0; i < n; ++i) {  // branch-free: members <= i < n
+      order[members] = i;
+      members += static_cast<std::size_t>(bin_of(i) == edge);
+    }
     std::sort(order, order + members, [&](std::uint64_t a, std::uint64_t b) {
       const double da = dist(a), db = dist(b);
       if (da != db) return da < db;
@@ -105,20 +116,18 @@ struct typical_stage : stage<typical_stage> {
     // candidates' order (ascending id, or rank order after top_k): the write index never passes i.
     float* vals = ws.vals.data();
     std::int32_t* ids = ws.ids.data();
+    // Branch-free on the kept / dropped pattern: every candidate is written, the cursor advances for
+    // the kept ones (the edge bin, rare, may branch).
     std::size_t out = 0, next = 0;
     for (std::size_t i = 0; i < n; ++i) {
       const std::uint32_t b = bin_of(i);
-      bool keep = b < edge;
-      if (b == edge && next < take && order[next] == i) {
-        keep = true;
-        ++next;
-      }
-      if (!keep) continue;
+      const bool edge_kept = b == edge && next < take && order[next] == i;
       const float x = v[i];
       const std::int32_t id = s.id(i);
       vals[out] = x;
       ids[out] = id;
-      ++out;
+      out += static_cast<std::size_t>(b < edge || edge_kept);
+      next += static_cast<std::size_t>(edge_kept);
     }
     s.assign(out, s.sorted());
   }

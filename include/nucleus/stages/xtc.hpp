@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "nucleus/core/chain.hpp"
+#include "nucleus/core/row_stats.hpp"
 #include "nucleus/simd/targets.hpp"
 #include "nucleus/stages/min_keep.hpp"
 
@@ -34,16 +35,19 @@ struct xtc_stage : stage<xtc_stage> {
     // p_i >= threshold  <=>  w_i >= threshold * total, on the exact weights; w_i = floor(e_i 2^48), so
     // that is e_i 2^48 >= ceil(threshold * total): a compare of e_i (exact in double).
     const double e_min = std::ceil(static_cast<double>(threshold) * static_cast<double>(total)) * 0x1p-48;
-    float* e = s.ws().probs.ensure(s.size());
-    s.visit([&](const auto* x) { detail::exp_store(x, s.size(), m, inv, e); });
+    // Only the candidates at or above scaled_floor() are exp'd (core/row_stats.hpp): for almost all
+    // of a row the test is one float compare.
+    const float y_lo = detail::scaled_floor(e_min);
     std::size_t above = 0;
     std::uint64_t last = ~std::uint64_t{0};  // the least likely token at or above the threshold
     s.visit([&](const auto* x) {
       for (std::size_t i = 0; i < s.size(); ++i) {
         const float v = to_float(x[i]);
-        const bool in = static_cast<double>(e[i]) >= e_min && v > -detail::inf();  // never -inf or NaN
-        above += in;
-        const std::uint64_t k = in ? detail::rank_key(v, s.id(i)) : ~std::uint64_t{0};
+        const float y = detail::scaled(v, m, inv);
+        if (!(y >= y_lo) || !(v > -detail::inf())) continue;  // never -inf or NaN
+        if (!(static_cast<double>(detail::exp_scalar(y)) >= e_min)) continue;
+        ++above;
+        const std::uint64_t k = detail::rank_key(v, s.id(i));
         last = k < last ? k : last;
       }
     });
