@@ -1,6 +1,6 @@
 // The kernels on every target this CPU runs: exp against std::exp in double, each target against the
-// scalar exp bit for bit (so the exact FMA of every target, emulated on SSE2, is checked too), and
-// the exact weight sums against a double reference.
+// scalar exp bit for bit (so the exact FMA of every target, emulated on SSE2, is checked too), the
+// exact weight sums against a double reference, and the moments' sums against their definition.
 #include <catch2/catch.hpp>
 
 #include <bit>
@@ -8,8 +8,10 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <span>
 #include <vector>
 
+#include <nucleus/core/row_stats.hpp>
 #include <nucleus/simd/targets.hpp>
 
 namespace d = nucleus::detail;
@@ -133,5 +135,72 @@ TEST_CASE("mass_bound is the exact ceiling of p * total") {
       const long double pt = static_cast<long double>(p) * static_cast<long double>(total);
       if (t > 0) CHECK(static_cast<long double>(t - 1) < pt);
       CHECK(!(static_cast<long double>(t) < pt));
+    }
+}
+
+TEST_CASE("moment_sums adds the weights and w * trunc(-y 2^40) exactly on every target") {
+  isa_guard g;
+  const float inf = std::numeric_limits<float>::infinity();
+  std::mt19937 gen(11);
+  std::normal_distribution<float> nd(0.0f, 5.0f);
+  for (std::size_t n : {1u, 63u, 64u, 65u, 1023u, 1024u, 1090u, 5000u, 151936u})
+    for (float scale : {1.0f, 0.37f, 3.0f}) {
+      std::vector<float> row(n);
+      for (float& x : row) x = nd(gen);
+      // The hard cases: -inf and NaN (weight 0), ties at the maximum, logits a hair below it (y near
+      // 0, where trunc drops bits), and a tail far below -86 after scaling.
+      for (std::size_t i = 3; i < n; i += 17) row[i] = -inf;
+      for (std::size_t i = 5; i < n; i += 97) row[i] = std::numeric_limits<float>::quiet_NaN();
+      for (std::size_t i = 9; i < n; i += 31) row[i] = 20.0f;
+      for (std::size_t i = 11; i < n; i += 53) row[i] = std::nextafter(20.0f, 0.0f);
+      for (std::size_t i = 13; i < n; i += 41) row[i] = -90.0f;
+      const float m = d::max_value(row.data(), n);
+      // Independent reference: the definition, token by token, in 128-bit integers; and the mean
+      // scaled logit under the distribution in double, which the 2^-40 fixed point must approach.
+      d::wsum total = 0, weighted = 0;
+      double z = 0.0, zy = 0.0;
+      for (float x : row) {
+        const float y = d::scaled(x, m, scale);
+        const std::uint64_t w = d::weight(d::exp_scalar(y));
+        if (w == 0) continue;
+        total += w;
+        weighted += static_cast<d::wsum>(w) * static_cast<std::uint64_t>(-static_cast<double>(y) * 0x1p40);
+        const double e = std::exp(static_cast<double>(y));
+        z += e;
+        zy += e * static_cast<double>(y);
+      }
+      const double mean = -static_cast<double>(weighted) / static_cast<double>(total) * 0x1p-40;
+      INFO("n = " << n << ", scale = " << scale);
+      CHECK(std::abs(mean - zy / z) <= 1e-6 * (1.0 + std::abs(zy / z)));
+      for (isa t : runnable()) {
+        INFO("target " << nucleus::isa_name(t));
+        nucleus::set_isa(t);
+        std::vector<float> out(n, -1.0f);
+        const d::moment_totals k = d::moment_sums(row.data(), n, m, scale, out.data());
+        REQUIRE(k.count == n - n % 64);
+        d::wsum head_total = 0, head_weighted = 0;
+        std::size_t exp_diff = 0;
+        for (std::size_t i = 0; i < k.count; ++i) {
+          const float y = d::scaled(row[i], m, scale);
+          const float e = d::exp_scalar(y);
+          exp_diff += std::bit_cast<std::uint32_t>(e) != std::bit_cast<std::uint32_t>(out[i]);
+          const std::uint64_t w = d::weight(e);
+          if (w == 0) continue;
+          head_total += w;
+          head_weighted +=
+              static_cast<d::wsum>(w) * static_cast<std::uint64_t>(-static_cast<double>(y) * 0x1p40);
+        }
+        CHECK(exp_diff == 0);
+        CHECK(k.total == head_total);
+        CHECK(k.weighted == head_weighted);
+        if (k.count == n) CHECK(k.weighted == weighted);
+        // row_stats' moments: the kernel for the whole packs, its own loop for the rest.
+        nucleus::workspace ws;
+        nucleus::row_state s(std::span<const float>(row), ws);
+        s.scale_inv_temperature(scale);
+        const d::row_moments mo = d::moments(s);
+        CHECK(mo.total == total);
+        CHECK(mo.mean_y == std::ldexp(-static_cast<double>(weighted) / static_cast<double>(total), -40));
+      }
     }
 }

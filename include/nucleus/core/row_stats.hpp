@@ -26,19 +26,22 @@ struct row_moments {
   double entropy() const noexcept { return std::log(z()) - mean_y; }
 };
 
-// Two passes over the candidates: their exp values into ws.probs (SIMD; left there for the caller),
-// then the integer sums. The weights are the draw's own (the same exp of the same float y).
+// One pass over the candidates: their exp values into ws.probs (left there for the caller) and the
+// integer sums, in the per-target kernel (kernels/reduce.hpp: moment_sums) for the whole packs and
+// here for the rest. The weights are the draw's own (the same exp of the same float y).
 inline row_moments moments(row_state& s) noexcept {
   const float m = s.max_logit();
   const float inv = s.inv_temperature();
-  float* e = s.ws().probs.ensure(s.size());
-  s.visit([&](const auto* x) { exp_store(x, s.size(), m, inv, e); });
-  wsum total = 0;
-  __int128 weighted = 0;  // sum of w * trunc(y * 2^40): |w| <= 2^48, |y * 2^40| < 2^47
+  const std::size_t n = s.size();
+  float* e = s.ws().probs.ensure(n);
+  const moment_totals k = s.visit([&](const auto* x) { return moment_sums(x, n, m, inv, e); });
+  wsum total = k.total;
+  __int128 weighted = -static_cast<__int128>(k.weighted);  // sum of w * trunc(y * 2^40), y <= 0
   s.visit([&](const auto* x) {
-    for (std::size_t i = 0; i < s.size(); ++i) {
-      // weight(e) as a signed integer (e <= 1, so it fits; one conversion instruction), branch-free:
-      // a zero weight adds nothing, and its y (perhaps -inf or NaN) is replaced by 0 first.
+    for (std::size_t i = k.count; i < n; ++i) {
+      e[i] = exp_scalar(scaled(to_float(x[i]), m, inv));  // the kernels' exp, bit for bit
+      // weight(e) as a signed integer (e <= 1, so it fits); a zero weight adds nothing, and its y
+      // (perhaps -inf or NaN) is replaced by 0 first.
       const auto w = static_cast<std::int64_t>(static_cast<double>(e[i]) * 0x1p48);
       const float y = w != 0 ? scaled(to_float(x[i]), m, inv) : 0.0f;
       total += static_cast<std::uint64_t>(w);

@@ -101,6 +101,48 @@ wsum exp_sum(const T* x, std::size_t n, float shift, float scale, std::uint64_t*
   return sum;
 }
 
+// core/row_stats.hpp's moments over the whole packs of x (the count is returned; the caller takes
+// the rest): out[i] = e_i = exp(y_i), the sum of the weights w_i, and the sum of w_i * p_i with
+// p_i = trunc(-y_i 2^40) >= 0 (y_i <= 0 here; taken as 0 where e_i = 0, whatever y_i is). In 24-bit
+// pieces w = H 2^24 + L and p = P 2^24 + R (P = trunc(-y 2^16) < 2^23, as e > 0 means y > -86), so
+// w p = H P 2^48 + (H R + L P) 2^24 + L R: every product below 2^48, in 64-bit lanes, which a block
+// of block_elems logits fills to below 2^60 on any target.
+template <logit_type T>
+moment_totals moment_sums(const T* x, std::size_t n, float shift, float scale, float* out) noexcept {
+  const fpack sh = splat(shift), sc = splat(scale);
+  const reg::f unit = reg::splat(0x1p24f), frac = reg::splat(0x1p16f), zero = reg::splat(0.0f);
+  moment_totals r;
+  r.count = n - n % lanes;
+  weight_acc acc;
+  for (std::size_t b0 = 0; b0 < r.count; b0 += block_elems) {
+    const std::size_t end = r.count - b0 < block_elems ? r.count : b0 + block_elems;
+    clear(acc);
+    reg::w a48 = reg::zero_w(), a24 = reg::zero_w(), a0 = reg::zero_w();
+    for (std::size_t i = b0; i < end; i += lanes) {
+      const fpack y = scaled(load(x + i), sh, sc);
+      const fpack e = exp(y);
+      store(out + i, e);
+      for (std::size_t k = 0; k < regs; ++k) {
+        const reg::f f = reg::mul(e.r[k], unit);  // the weight's pieces, as accumulate() takes them
+        const reg::i h = reg::cvtt(f);
+        const reg::i l = reg::cvtt(reg::mul(reg::sub(f, reg::cvt(h)), unit));
+        acc.hi.r[k] = reg::add_i(acc.hi.r[k], h);
+        acc.lo.r[k] = reg::add_i(acc.lo.r[k], l);
+        const reg::f g = reg::mul(reg::sub(zero, reg::select(reg::gt(e.r[k], zero), y.r[k], zero)), frac);
+        const reg::i ph = reg::cvtt(g);
+        const reg::i pl = reg::cvtt(reg::mul(reg::sub(g, reg::cvt(ph)), unit));
+        a48 = reg::mac_u32(a48, h, ph);
+        a24 = reg::mac_u32(reg::mac_u32(a24, h, pl), l, ph);
+        a0 = reg::mac_u32(a0, l, pl);
+      }
+    }
+    r.total += total(acc);
+    r.weighted += (static_cast<wsum>(reg::sum_w(a48)) << 48) + (static_cast<wsum>(reg::sum_w(a24)) << 24) +
+                  reg::sum_w(a0);
+  }
+  return r;
+}
+
 // out[i] = exp((x[i] - shift) * scale)
 template <logit_type T>
 void exp_store(const T* x, std::size_t n, float shift, float scale, float* out) noexcept {

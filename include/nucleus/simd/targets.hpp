@@ -44,6 +44,13 @@ struct argmax_result {
   std::int64_t index;  // -1: no logit above -inf
 };
 
+// moment_sums (kernels/reduce.hpp): exact sums over the first `count` logits (whole packs).
+struct moment_totals {
+  wsum total = 0;     // sum of the weights w_i
+  wsum weighted = 0;  // sum of w_i * trunc(-y_i * 2^40) (y_i <= 0; 0 where exp(y_i) is 0)
+  std::size_t count = 0;
+};
+
 // One table per element type: the kernels of one target.
 template <logit_type T>
 struct kernel_table {
@@ -63,6 +70,7 @@ struct kernel_table {
                              std::uint64_t*) noexcept;
   void (*masked_widen)(const T*, std::size_t, const std::uint32_t*, float*) noexcept;
   void (*log_softmax_store)(const T*, std::size_t, float, float, float*) noexcept;
+  moment_totals (*moment_sums)(const T*, std::size_t, float, float, float*) noexcept;
 };
 
 }  // namespace nucleus::detail
@@ -70,17 +78,18 @@ struct kernel_table {
 // NUCLEUS_TARGET_BODY(ns): the table of a target's kernels, compiled inside nucleus::detail::ns. It
 // is a function template, not a variable, so that NUCLEUS_EXTERN_KERNELS can keep its instantiation
 // (and with it every kernel of that target) out of a translation unit.
-#define NUCLEUS_TARGET_BODY(ns)                                                                   \
-  namespace nucleus::detail::ns {                                                                 \
-  template <logit_type T>                                                                         \
-  const kernel_table<T>& table() noexcept {                                                       \
-    static constexpr kernel_table<T> t{&max_value<T>,   &argmax<T>,       &count_greater<T>,      \
-                                       &exp_sum<T>,     &exp_store<T>,    &pick<T>,               \
-                                       &compact_ge<T>,  &select_top_k<T>, &collect_ties<T>,       \
-                                       &collect_bin<T>, &masked_widen<T>, &log_softmax_store<T>}; \
-    return t;                                                                                     \
-  }                                                                                               \
-  NUCLEUS_KERNELS_EXTERN_DECLARATIONS                                                             \
+#define NUCLEUS_TARGET_BODY(ns)                                                                  \
+  namespace nucleus::detail::ns {                                                                \
+  template <logit_type T>                                                                        \
+  const kernel_table<T>& table() noexcept {                                                      \
+    static constexpr kernel_table<T> t{&max_value<T>,   &argmax<T>,       &count_greater<T>,     \
+                                       &exp_sum<T>,     &exp_store<T>,    &pick<T>,              \
+                                       &compact_ge<T>,  &select_top_k<T>, &collect_ties<T>,      \
+                                       &collect_bin<T>, &masked_widen<T>, &log_softmax_store<T>, \
+                                       &moment_sums<T>};                                         \
+    return t;                                                                                    \
+  }                                                                                              \
+  NUCLEUS_KERNELS_EXTERN_DECLARATIONS                                                            \
   }
 
 // Compile time: every translation unit that samples compiles each target's kernels for each element
@@ -204,6 +213,10 @@ wsum exp_sum(const T* x, std::size_t n, float shift, float scale, std::uint64_t*
 template <logit_type T>
 void exp_store(const T* x, std::size_t n, float shift, float scale, float* out) noexcept {
   kernels<T>().exp_store(x, n, shift, scale, out);
+}
+template <logit_type T>
+moment_totals moment_sums(const T* x, std::size_t n, float shift, float scale, float* out) noexcept {
+  return kernels<T>().moment_sums(x, n, shift, scale, out);
 }
 template <logit_type T>
 std::int64_t pick(const T* x, std::size_t n, float shift, float scale, const std::uint64_t* blocks,

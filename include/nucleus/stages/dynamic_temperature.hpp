@@ -51,14 +51,8 @@ struct dynamic_temperature_stage : stage<dynamic_temperature_stage> {
  private:
   static std::size_t candidates(row_state& s) noexcept {
     if (!s.dense()) return s.size();
-    std::size_t n = 0;
-    s.visit([&](const auto* x) {
-      for (std::size_t i = 0; i < s.size(); ++i) {
-        const float v = to_float(x[i]);
-        n += static_cast<std::size_t>(v == v && v > -detail::inf());
-      }
-    });
-    return n;
+    // Those above -inf (NaN never is): the SIMD count kernel.
+    return s.visit([&](const auto* x) { return detail::count_greater(x, s.size(), -detail::inf()); });
   }
 };
 
