@@ -101,6 +101,15 @@ wsum exp_sum(const T* x, std::size_t n, float shift, float scale, std::uint64_t*
   return sum;
 }
 
+// out[i] = exp((x[i] - shift) * scale)
+template <logit_type T>
+void exp_store(const T* x, std::size_t n, float shift, float scale, float* out) noexcept {
+  const fpack sh = splat(shift), sc = splat(scale);
+  std::size_t i = 0;
+  for (; i + lanes <= n; i += lanes) store(out + i, exp(scaled(load(x + i), sh, sc)));
+  for (; i < n; ++i) out[i] = exp_scalar(::nucleus::detail::scaled(to_float(x[i]), shift, scale));
+}
+
 // core/row_stats.hpp's moments over the whole packs of x (the count is returned; the caller takes
 // the rest): out[i] = e_i = exp(y_i), the sum of the weights w_i, and the sum of w_i * p_i with
 // p_i = trunc(-y_i 2^40) >= 0 (y_i <= 0 here; taken as 0 where e_i = 0, whatever y_i is). In 24-bit
@@ -109,10 +118,22 @@ wsum exp_sum(const T* x, std::size_t n, float shift, float scale, std::uint64_t*
 // of block_elems logits fills to below 2^60 on any target.
 template <logit_type T>
 moment_totals moment_sums(const T* x, std::size_t n, float shift, float scale, float* out) noexcept {
-  const fpack sh = splat(shift), sc = splat(scale);
-  const reg::f unit = reg::splat(0x1p24f), frac = reg::splat(0x1p16f), zero = reg::splat(0.0f);
   moment_totals r;
   r.count = n - n % lanes;
+#if NUCLEUS_TARGET_ISA == 0
+  // One lane per register: the exp pass on its own (a loop the compiler may vectorize), then one
+  // 64 x 64 -> 128-bit product per logit, fewer instructions than four 32 x 32 -> 64-bit ones.
+  exp_store(x, r.count, shift, scale, out);
+  for (std::size_t i = 0; i < r.count; ++i) {
+    const auto w = static_cast<std::int64_t>(static_cast<double>(out[i]) * 0x1p48);
+    const float y = out[i] > 0.0f ? ::nucleus::detail::scaled(to_float(x[i]), shift, scale) : 0.0f;
+    r.total += static_cast<std::uint64_t>(w);
+    r.weighted += static_cast<wsum>(static_cast<__int128>(w) *
+                                    static_cast<std::int64_t>(-static_cast<double>(y) * 0x1p40));
+  }
+#else
+  const fpack sh = splat(shift), sc = splat(scale);
+  const reg::f unit = reg::splat(0x1p24f), frac = reg::splat(0x1p16f), zero = reg::splat(0.0f);
   weight_acc acc;
   for (std::size_t b0 = 0; b0 < r.count; b0 += block_elems) {
     const std::size_t end = r.count - b0 < block_elems ? r.count : b0 + block_elems;
@@ -140,16 +161,8 @@ moment_totals moment_sums(const T* x, std::size_t n, float shift, float scale, f
     r.weighted += (static_cast<wsum>(reg::sum_w(a48)) << 48) + (static_cast<wsum>(reg::sum_w(a24)) << 24) +
                   reg::sum_w(a0);
   }
+#endif
   return r;
-}
-
-// out[i] = exp((x[i] - shift) * scale)
-template <logit_type T>
-void exp_store(const T* x, std::size_t n, float shift, float scale, float* out) noexcept {
-  const fpack sh = splat(shift), sc = splat(scale);
-  std::size_t i = 0;
-  for (; i + lanes <= n; i += lanes) store(out + i, exp(scaled(load(x + i), sh, sc)));
-  for (; i < n; ++i) out[i] = exp_scalar(::nucleus::detail::scaled(to_float(x[i]), shift, scale));
 }
 
 // out[i] = (x[i] - max) - lse, NaN -> -inf: a log-softmax row, given its maximum and log-sum-exp.

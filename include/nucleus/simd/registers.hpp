@@ -59,8 +59,10 @@ struct reg {
   using w = __m512i;
   NUCLEUS_INLINE static w zero_w() { return _mm512_setzero_si512(); }
   NUCLEUS_INLINE static w mac_u32(w acc, i a, i b) {
-    const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), _mm512_srli_epi64(b, 32));
-    return _mm512_add_epi64(acc, _mm512_add_epi64(_mm512_mul_epu32(a, b), odd));
+    constexpr __mmask8 all8 = 0xFF;
+    const __m512i odd = _mm512_maskz_mul_epu32(all8, _mm512_maskz_srli_epi64(all8, a, 32),
+                                               _mm512_maskz_srli_epi64(all8, b, 32));
+    return _mm512_add_epi64(acc, _mm512_add_epi64(_mm512_maskz_mul_epu32(all8, a, b), odd));
   }
   NUCLEUS_INLINE static std::uint64_t sum_w(w v) {
     alignas(64) std::uint64_t t[8];
