@@ -110,33 +110,28 @@ void exp_store(const T* x, std::size_t n, float shift, float scale, float* out) 
   for (; i < n; ++i) out[i] = exp_scalar(::nucleus::detail::scaled(to_float(x[i]), shift, scale));
 }
 
-// core/row_stats.hpp's moments over the whole packs of x (the count is returned; the caller takes
-// the rest): out[i] = e_i = exp(y_i), the sum of the weights w_i, and the sum of w_i * p_i with
-// p_i = trunc(-y_i 2^40) >= 0 (y_i <= 0 here; taken as 0 where e_i = 0, whatever y_i is). In 24-bit
-// pieces w = H 2^24 + L and p = P 2^24 + R (P = trunc(-y 2^16) < 2^23, as e > 0 means y > -86), so
-// w p = H P 2^48 + (H R + L P) 2^24 + L R: every product below 2^48, in 64-bit lanes, which a block
-// of block_elems logits fills to below 2^60 on any target.
+// core/row_stats.hpp's moments: out[i] = e_i = exp(y_i), the sum of the weights w_i, and the sum
+// of w_i * p_i with p_i = trunc(-y_i 2^40) >= 0 (y_i <= 0 here; taken as 0 where w_i = 0, whatever y_i
+// is). In 24-bit pieces w = H 2^24 + L and p = P 2^24 + R (P = trunc(-y 2^16) < 2^23, as e > 0 means
+// y > -86), so w p = H P 2^48 + (H R + L P) 2^24 + L R: every product below 2^48, in 64-bit lanes,
+// which a block of block_elems logits fills to below 2^60 on any target. The last partial pack goes
+// logit by logit (add_moment, the same integers).
 template <logit_type T>
 moment_totals moment_sums(const T* x, std::size_t n, float shift, float scale, float* out) noexcept {
   moment_totals r;
-  r.count = n - n % lanes;
 #if NUCLEUS_TARGET_ISA == 0
   // One lane per register: the exp pass on its own (a loop the compiler may vectorize), then one
   // 64 x 64 -> 128-bit product per logit, fewer instructions than four 32 x 32 -> 64-bit ones.
-  exp_store(x, r.count, shift, scale, out);
-  for (std::size_t i = 0; i < r.count; ++i) {
-    const auto w = static_cast<std::int64_t>(static_cast<double>(out[i]) * 0x1p48);
-    const float y = out[i] > 0.0f ? ::nucleus::detail::scaled(to_float(x[i]), shift, scale) : 0.0f;
-    r.total += static_cast<std::uint64_t>(w);
-    r.weighted += static_cast<wsum>(static_cast<__int128>(w) *
-                                    static_cast<std::int64_t>(-static_cast<double>(y) * 0x1p40));
-  }
+  exp_store(x, n, shift, scale, out);
+  for (std::size_t i = 0; i < n; ++i)
+    add_moment(out[i], ::nucleus::detail::scaled(to_float(x[i]), shift, scale), r.total, r.weighted);
 #else
+  const std::size_t whole = n - n % lanes;
   const fpack sh = splat(shift), sc = splat(scale);
   const reg::f unit = reg::splat(0x1p24f), frac = reg::splat(0x1p16f), zero = reg::splat(0.0f);
   weight_acc acc;
-  for (std::size_t b0 = 0; b0 < r.count; b0 += block_elems) {
-    const std::size_t end = r.count - b0 < block_elems ? r.count : b0 + block_elems;
+  for (std::size_t b0 = 0; b0 < whole; b0 += block_elems) {
+    const std::size_t end = whole - b0 < block_elems ? whole : b0 + block_elems;
     clear(acc);
     reg::w a48 = reg::zero_w(), a24 = reg::zero_w(), a0 = reg::zero_w();
     for (std::size_t i = b0; i < end; i += lanes) {
@@ -158,8 +153,13 @@ moment_totals moment_sums(const T* x, std::size_t n, float shift, float scale, f
       }
     }
     r.total += total(acc);
-    r.weighted += (static_cast<wsum>(reg::sum_w(a48)) << 48) + (static_cast<wsum>(reg::sum_w(a24)) << 24) +
-                  reg::sum_w(a0);
+    r.weighted +=
+        (static_cast<wsum>(lane_sum(a48)) << 48) + (static_cast<wsum>(lane_sum(a24)) << 24) + lane_sum(a0);
+  }
+  for (std::size_t i = whole; i < n; ++i) {
+    const float y = ::nucleus::detail::scaled(to_float(x[i]), shift, scale);
+    out[i] = exp_scalar(y);
+    add_moment(out[i], y, r.total, r.weighted);
   }
 #endif
   return r;

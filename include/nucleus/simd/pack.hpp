@@ -164,6 +164,13 @@ NUCLEUS_INLINE std::uint64_t total(const weight_acc& a) noexcept {
   return (sh << 24) + sl;
 }
 
+// The sum of a register of 64-bit lanes (reg::w), lane by lane.
+NUCLEUS_INLINE std::uint64_t lane_sum(const reg::w& v) noexcept {
+  std::uint64_t s = 0;
+  for (std::uint64_t lane : std::bit_cast<std::array<std::uint64_t, sizeof(reg::w) / 8> >(v)) s += lane;
+  return s;
+}
+
 #undef NUCLEUS_PACK_EACH
 
 #endif  // NUCLEUS_TARGET_ISA

@@ -8,8 +8,9 @@
 // - max(a, b) is a > b ? a : b per lane (x86's own rule: a NaN in a yields b);
 // - cvtt truncates toward zero; kernels only pass it finite values below 2^31.
 // - w is a register of 64-bit integer lanes; mac_u32(acc, a, b) adds the products of a's and b's
-//   32-bit lanes, taken as unsigned, into them (a lane pair's two products into one lane); sum_w adds
-//   the lanes. The sums are exact while they stay below 2^64: the caller bounds them.
+//   32-bit lanes, taken as unsigned, into them (a lane pair's two products into one lane;
+//   pack.hpp's lane_sum adds the lanes). The sums are exact while they stay below 2^64: the caller
+//   bounds them.
 // No include guard: included once per target. Included on its own, it brings in the dispatcher.
 
 #if !defined(NUCLEUS_TARGET_ISA)
@@ -63,11 +64,6 @@ struct reg {
     const __m512i odd = _mm512_maskz_mul_epu32(all8, _mm512_maskz_srli_epi64(all8, a, 32),
                                                _mm512_maskz_srli_epi64(all8, b, 32));
     return _mm512_add_epi64(acc, _mm512_add_epi64(_mm512_maskz_mul_epu32(all8, a, b), odd));
-  }
-  NUCLEUS_INLINE static std::uint64_t sum_w(w v) {
-    alignas(64) std::uint64_t t[8];
-    _mm512_storeu_si512(t, v);
-    return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
   }
   // 2^n for k = n + 1.5 * 2^23 (the low mantissa bits of k hold n), n in [-126, 127].
   NUCLEUS_INLINE static f exp2_int(f k) {
@@ -133,11 +129,6 @@ struct reg {
   NUCLEUS_INLINE static w mac_u32(w acc, i a, i b) {
     const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), _mm256_srli_epi64(b, 32));
     return _mm256_add_epi64(acc, _mm256_add_epi64(_mm256_mul_epu32(a, b), odd));
-  }
-  NUCLEUS_INLINE static std::uint64_t sum_w(w v) {
-    alignas(32) std::uint64_t t[4];
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(t), v);
-    return t[0] + t[1] + t[2] + t[3];
   }
   NUCLEUS_INLINE static f exp2_int(f k) {
     const __m256i b = _mm256_sub_epi32(_mm256_castps_si256(k), _mm256_set1_epi32(0x4B400000 - 127));
@@ -219,11 +210,6 @@ struct reg {
     const __m128i odd = _mm_mul_epu32(_mm_srli_epi64(a, 32), _mm_srli_epi64(b, 32));
     return _mm_add_epi64(acc, _mm_add_epi64(_mm_mul_epu32(a, b), odd));
   }
-  NUCLEUS_INLINE static std::uint64_t sum_w(w v) {
-    alignas(16) std::uint64_t t[2];
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(t), v);
-    return t[0] + t[1];
-  }
   NUCLEUS_INLINE static f exp2_int(f k) {
     const __m128i b = _mm_sub_epi32(_mm_castps_si128(k), _mm_set1_epi32(0x4B400000 - 127));
     return _mm_castsi128_ps(_mm_slli_epi32(b, 23));
@@ -266,7 +252,6 @@ struct reg {
   NUCLEUS_INLINE static w mac_u32(w acc, i a, i b) {
     return acc + std::uint64_t{static_cast<std::uint32_t>(a)} * static_cast<std::uint32_t>(b);
   }
-  NUCLEUS_INLINE static std::uint64_t sum_w(w v) { return v; }
   NUCLEUS_INLINE static f exp2_int(f k) {
     const auto b = static_cast<std::uint32_t>(std::bit_cast<std::int32_t>(k) - (0x4B400000 - 127));
     return std::bit_cast<float>(b << 23);

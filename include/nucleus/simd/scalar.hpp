@@ -93,6 +93,16 @@ inline double to_double(wsum w) noexcept {
   return static_cast<double>(w) * 0x1p-48;
 }
 
+// One logit's part of the moments' sums (kernels/reduce.hpp: moment_sums): its weight into total,
+// and weight * trunc(-y 2^40) into weighted (y <= 0; y counts as 0 where the weight is 0, so -inf
+// and NaN add nothing). -y 2^40 is exact in double (a power of two); the cast truncates.
+NUCLEUS_INLINE void add_moment(float e, float y, wsum& total, wsum& weighted) noexcept {
+  const std::uint64_t w = weight(e);
+  const float yw = w != 0 ? y : 0.0f;
+  total += w;
+  weighted += static_cast<wsum>(w) * static_cast<std::uint64_t>(-static_cast<double>(yw) * 0x1p40);
+}
+
 // floor(u * total) for the key's 53-bit uniform u: the draw's point in [0, total) (total < 2^75).
 inline wsum draw_point(draw_key key, wsum total) noexcept {
   return (static_cast<wsum>(key_bits(key) >> 11) * total) >> 53;

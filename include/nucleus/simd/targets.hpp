@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstddef>
@@ -44,11 +45,10 @@ struct argmax_result {
   std::int64_t index;  // -1: no logit above -inf
 };
 
-// moment_sums (kernels/reduce.hpp): exact sums over the first `count` logits (whole packs).
+// moment_sums (kernels/reduce.hpp): exact sums over a row.
 struct moment_totals {
   wsum total = 0;     // sum of the weights w_i
-  wsum weighted = 0;  // sum of w_i * trunc(-y_i * 2^40) (y_i <= 0; 0 where exp(y_i) is 0)
-  std::size_t count = 0;
+  wsum weighted = 0;  // sum of w_i * trunc(-y_i * 2^40) (y_i <= 0; 0 where w_i is 0)
 };
 
 // One table per element type: the kernels of one target.

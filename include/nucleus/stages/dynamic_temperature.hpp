@@ -13,6 +13,7 @@
 
 #include "nucleus/core/chain.hpp"
 #include "nucleus/core/row_stats.hpp"
+#include "nucleus/stages/min_keep.hpp"
 
 namespace nucleus {
 
@@ -26,21 +27,19 @@ struct dynamic_temperature_stage : stage<dynamic_temperature_stage> {
   // The temperature this row gets (t itself when range <= 0 or the row has < 2 candidates).
   float temperature_for(row_state& s) const noexcept {
     if (range <= 0.0f) return t;
-    const std::size_t n = candidates(s);
-    if (n < 2) return t;
-    const double lo = std::max(0.0, static_cast<double>(t) - static_cast<double>(range));
-    const double hi = static_cast<double>(t) + static_cast<double>(range);
-    const double h = detail::moments(s).entropy() / std::log(static_cast<double>(n));
-    return static_cast<float>(lo +
-                              (hi - lo) * std::pow(std::clamp(h, 0.0, 1.0), static_cast<double>(exponent)));
+    s.max_logit();
+    return temperature_for(s, detail::candidate_count(s));
   }
 
   void apply(row_state& s) const noexcept {
+    float dyn = t;
     if (range > 0.0f) {
       s.max_logit();
-      if (!s.live() || candidates(s) < 2) return;
+      if (!s.live()) return;
+      const std::size_t n = detail::candidate_count(s);
+      if (n < 2) return;
+      dyn = temperature_for(s, n);
     }
-    const float dyn = temperature_for(s);
     if (dyn == 0.0f) {
       s.set_greedy();
     } else {
@@ -49,10 +48,14 @@ struct dynamic_temperature_stage : stage<dynamic_temperature_stage> {
   }
 
  private:
-  static std::size_t candidates(row_state& s) noexcept {
-    if (!s.dense()) return s.size();
-    // Those above -inf (NaN never is): the SIMD count kernel.
-    return s.visit([&](const auto* x) { return detail::count_greater(x, s.size(), -detail::inf()); });
+  // ... given its n candidates (counted once).
+  float temperature_for(row_state& s, std::size_t n) const noexcept {
+    if (n < 2) return t;
+    const double lo = std::max(0.0, static_cast<double>(t) - static_cast<double>(range));
+    const double hi = static_cast<double>(t) + static_cast<double>(range);
+    const double h = detail::moments(s).entropy() / std::log(static_cast<double>(n));
+    return static_cast<float>(lo +
+                              (hi - lo) * std::pow(std::clamp(h, 0.0, 1.0), static_cast<double>(exponent)));
   }
 };
 

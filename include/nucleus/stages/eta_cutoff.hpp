@@ -32,7 +32,7 @@ struct eta_cutoff_stage : stage<eta_cutoff_stage> {
     const double by_entropy = std::sqrt(static_cast<double>(eta)) * std::exp(mo.mean_y) * 0x1p48;
     const double w_min = std::min(by_eta, by_entropy);
     if (min_keep > 1 && detail::weight_cut_floored(s, min_keep, w_min)) return;
-    detail::keep_weight_at_least(s, w_min, /*exps_ready=*/true);
+    detail::keep_weight_at_least(s, w_min);
   }
 };
 

@@ -76,11 +76,7 @@ inline bool weight_cut_floored(row_state& s, std::size_t min_keep, double w_min)
 // The candidates: the set's size, less a dense row's -inf and NaN entries.
 inline std::size_t candidate_count(const row_state& s) noexcept {
   if (!s.dense()) return s.size();
-  return s.visit([&](const auto* x) {
-    std::size_t n = 0;
-    for (std::size_t i = 0; i < s.size(); ++i) n += static_cast<std::size_t>(to_float(x[i]) > -inf());
-    return n;
-  });
+  return s.visit([&](const auto* x) { return count_greater(x, s.size(), -inf()); });  // NaN never is
 }
 
 }  // namespace nucleus::detail

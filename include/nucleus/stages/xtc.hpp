@@ -35,21 +35,12 @@ struct xtc_stage : stage<xtc_stage> {
     // p_i >= threshold  <=>  w_i >= threshold * total, on the exact weights; w_i = floor(e_i 2^48), so
     // that is e_i 2^48 >= ceil(threshold * total): a compare of e_i (exact in double).
     const double e_min = std::ceil(static_cast<double>(threshold) * static_cast<double>(total)) * 0x1p-48;
-    // Only the candidates at or above scaled_floor() are exp'd (core/row_stats.hpp): for almost all
-    // of a row the test is one float compare.
-    const float y_lo = detail::scaled_floor(e_min);
     std::size_t above = 0;
     std::uint64_t last = ~std::uint64_t{0};  // the least likely token at or above the threshold
-    s.visit([&](const auto* x) {
-      for (std::size_t i = 0; i < s.size(); ++i) {
-        const float v = to_float(x[i]);
-        const float y = detail::scaled(v, m, inv);
-        if (!(y >= y_lo) || !(v > -detail::inf())) continue;  // never -inf or NaN
-        if (!(static_cast<double>(detail::exp_scalar(y)) >= e_min)) continue;
-        ++above;
-        const std::uint64_t k = detail::rank_key(v, s.id(i));
-        last = k < last ? k : last;
-      }
+    detail::for_each_exp_at_least(s, e_min, [&](float v, std::size_t i) {
+      ++above;
+      const std::uint64_t k = detail::rank_key(v, s.id(i));
+      last = k < last ? k : last;
     });
     if (above < 2) return;
     if (min_keep > 1 && detail::candidate_count(s) - (above - 1) < min_keep) return;  // all or nothing
