@@ -92,20 +92,26 @@ class row_state {
   }
 
   // --- narrowing -----------------------------------------------------------------------------
+  // Every narrowing keeps the cached maximum only where it proves the maximum survived; otherwise
+  // the next max_logit() recomputes it over the candidates left (a stage after a cut that took the
+  // top token, typical or xtc say, must read the largest remaining logit, not the row's).
+
   // Keeps candidates with (logit - shift) * scale >= threshold, in order.
   void keep_scaled_at_least(float shift, float scale, float threshold) noexcept {
     n_ = visit([&](const auto* x) {
       return detail::compact_ge(x, ids_, n_, shift, scale, threshold, ws_.vals.data(), ws_.ids.data());
     });
     adopt_workspace();
+    // The kernel's own test on the maximum's value: the candidate holding it was kept iff it passes.
+    if (has_max_ && !(detail::scaled(max_, shift, scale) >= threshold)) has_max_ = false;
   }
   // Keeps candidates for which pred(logit, id) holds, in order (a scalar pass: for custom stages).
-  // The cached maximum is recomputed afterwards unless the caller promises the maximum survives.
-  template <bool KeepsMax = false, class Pred>
+  template <class Pred>
   void keep_if(Pred&& pred) {
     float* v = ws_.vals.data();
     std::int32_t* d = ws_.ids.data();
     std::size_t out = 0;
+    bool max_kept = false;
     // Branch-free: every candidate is written, and the cursor advances only for the kept ones (the
     // kept / dropped pattern of an unsorted row is random, and a branch on it mispredicts). In place
     // is safe: out <= i.
@@ -116,23 +122,32 @@ class row_state {
         v[out] = x;
         d[out] = t;
         const bool keep = pred(x, t);  // evaluated for every candidate: no branch on it
-        out += static_cast<std::size_t>(x == x) & static_cast<std::size_t>(x > -detail::inf()) &
-               static_cast<std::size_t>(keep);
+        const bool kept = (x == x) & (x > -detail::inf()) & keep;
+        out += static_cast<std::size_t>(kept);
+        max_kept |= kept & (x == max_);
       }
     });
     n_ = out;
     adopt_workspace();
-    if constexpr (!KeepsMax) has_max_ = false;
+    has_max_ = has_max_ && max_kept;
   }
-  // Keeps the first n candidates (meaningful when sorted()).
+  // Keeps the first n candidates (meaningful when sorted(): the maximum, first, survives any n > 0).
   void truncate(std::size_t n) noexcept {
-    if (n < n_) n_ = n;
+    if (n >= n_) return;
+    n_ = n;
+    if (!sorted_) has_max_ = false;
   }
-  // The candidate set is now ws.vals / ws.ids [0, n).
+  // The candidate set is now ws.vals / ws.ids [0, n). In rank order its first value is the maximum;
+  // in id order the cut may have taken it.
   void assign(std::size_t n, bool sorted) noexcept {
     n_ = n;
     adopt_workspace();
     sorted_ = sorted;
+    if (has_max_ && sorted && n > 0) {
+      max_ = vals_[0];
+    } else {
+      has_max_ = false;
+    }
   }
 
   workspace& ws() noexcept { return ws_; }

@@ -56,7 +56,7 @@ inline std::uint64_t min_keep_floor(row_state& s, std::size_t min_keep) {
 
 // Keeps the candidates at or above the floor in rank order, in their order (the maximum stays).
 inline void keep_rank_floor(row_state& s, std::uint64_t floor_key) {
-  s.keep_if</*KeepsMax=*/true>([&](float x, std::int32_t id) { return rank_key(x, id) >= floor_key; });
+  s.keep_if([&](float x, std::int32_t id) { return rank_key(x, id) >= floor_key; });
 }
 
 // Hugging Face's floor for the weight cuts (epsilon_cutoff, eta_cutoff): every candidate whose logit

@@ -127,8 +127,7 @@ struct top_p_stage : stage<top_p_stage> {
       return;
     }
     const std::int32_t cut_id = detail::key_id(keys[cut]);
-    s.keep_if</*KeepsMax=*/true>(
-        [&](float x, std::int32_t id) { return x > cut_v || (x == cut_v && id <= cut_id); });
+    s.keep_if([&](float x, std::int32_t id) { return x > cut_v || (x == cut_v && id <= cut_id); });
   }
 };
 
