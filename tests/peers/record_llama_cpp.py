@@ -111,6 +111,148 @@ def ctx_field(smpl, off, ctype=ctypes.c_float):
     return ctypes.cast(ctx + off, ctypes.POINTER(ctype))
 
 
+# --- chains: random knob sets in llama.cpp's order (common/sampling.cpp: penalties, top_n_sigma,
+# top_k, typical, top_p, min_p, xtc, temperature), one sampler applied after the other. Between two
+# samplers the entries at -inf are dropped from the array (`dropped`): llama.cpp keeps them, and its
+# typical then takes 0 * log 0 = NaN into the entropy. Where keeping them changes the survivors, the
+# case also holds what the chain left with them kept (`native`) and the array typical received.
+CHAIN_SEED = 20261204
+
+
+def chain_knobs(rng):
+    """One knob set; every stage is on with some probability, most sets cut somewhere."""
+    k = {}
+    if rng.random() < 0.5:
+        k.update(penalty_last_n=64, penalty_repeat=float(rng.choice([1.0, 1.1, 1.3, 1.5])),
+                 penalty_freq=float(rng.choice([0.0, 0.2])), penalty_present=float(rng.choice([0.0, 0.3])))
+    if rng.random() < 0.15:
+        k["top_n_sigma"] = float(rng.choice([1.0, 2.0, 3.0]))
+    if rng.random() < 0.4:
+        k["top_k"] = int(rng.choice([5, 20, 40, 100]))
+    if rng.random() < 0.5:
+        k["typical_p"] = float(rng.choice([0.2, 0.5, 0.8, 0.95]))
+    if rng.random() < 0.5:
+        k["top_p"] = float(rng.choice([0.5, 0.9, 0.95]))
+    if rng.random() < 0.6:
+        k["min_p"] = float(rng.choice([0.02, 0.05, 0.1, 0.2]))
+    if rng.random() < 0.2:
+        k.update(xtc_probability=1.0, xtc_threshold=float(rng.choice([0.05, 0.1, 0.2])))
+    u = rng.random()
+    k["temp"] = 0.0 if u < 0.05 else float(rng.choice([0.7, 1.0, 1.3]))
+    k["dynatemp_range"] = 0.5 if 0.05 <= u < 0.15 else 0.0
+    k["dynatemp_exponent"] = 1.0
+    return k
+
+
+def chain_samplers(k, V):
+    """(name, sampler) in llama.cpp's order, the stages the knob set turns on."""
+    out = []
+    if "penalty_repeat" in k:
+        out.append(("penalties", ll.llama_sampler_init_penalties(
+            V, k["penalty_last_n"], k["penalty_repeat"], k["penalty_freq"], k["penalty_present"])))
+    if "top_n_sigma" in k:
+        out.append(("top_n_sigma", ll.llama_sampler_init_top_n_sigma(k["top_n_sigma"])))
+    if "top_k" in k:
+        out.append(("top_k", ll.llama_sampler_init_top_k(k["top_k"])))
+    if "typical_p" in k:
+        out.append(("typical", ll.llama_sampler_init_typical(k["typical_p"], 0)))
+    if "top_p" in k:
+        out.append(("top_p", ll.llama_sampler_init_top_p(k["top_p"], 0)))
+    if "min_p" in k:
+        out.append(("min_p", ll.llama_sampler_init_min_p(k["min_p"], 0)))
+    if "xtc_probability" in k:
+        out.append(("xtc", ll.llama_sampler_init_xtc(k["xtc_probability"], k["xtc_threshold"], 0, 1234)))
+    out.append(("temp", ll.llama_sampler_init_temp_ext(k["temp"], k["dynatemp_range"], k["dynatemp_exponent"])))
+    return out
+
+
+def apply_once(smpl, buf, is_sorted):
+    """One llama_sampler_apply on buf (a TD array); returns the array afterwards and its flag."""
+    base = buf.ctypes.data
+    arr = ll.llama_token_data_array(data=ctypes.cast(base, ctypes.POINTER(ll.llama_token_data)),
+                                    size=len(buf), selected=-1, sorted=is_sorted)
+    ll.llama_sampler_apply(smpl, ctypes.byref(arr))
+    start = ctypes.cast(arr.data, ctypes.c_void_p).value - base
+    first = start // TD.itemsize
+    return buf[first:first + arr.size].copy(), bool(arr.sorted)
+
+
+def run_chain(k, row, history, drop):
+    """The knob set's samplers one after the other; with drop, the -inf entries go between them.
+    Returns the final array and the array typical received (None without typical)."""
+    samplers = chain_samplers(k, len(row))
+    for name, smpl in samplers:
+        if name == "penalties":
+            for t in history:
+                ll.llama_sampler_accept(smpl, int(t))
+    buf = np.zeros(len(row), dtype=TD)
+    buf["id"] = np.arange(len(row), dtype=np.int32)
+    buf["logit"] = row
+    buf["p"] = NO_P
+    is_sorted = False
+    typical_in = None
+    for name, smpl in samplers:
+        if drop:
+            buf = buf[buf["logit"] > -np.inf].copy()
+        if name == "typical":
+            typical_in = buf.copy()
+        buf, is_sorted = apply_once(smpl, buf, is_sorted)
+    for _, smpl in samplers:
+        ll.llama_sampler_free(smpl)
+    return buf[buf["logit"] > -np.inf], typical_in
+
+
+def record_chains(out_path, n_cases=1000):
+    bank = RowBank(seed=CHAIN_SEED)
+    rng = bank.rng
+    rows = []
+    for i in range(200):
+        V = int(rng.choice([64, 200, 500, 1000]))
+        kind = i % 4
+        if kind == 0:
+            rows.append(bank.peak(V, float(rng.uniform(3.0, 15.0))))
+        elif kind == 1:
+            rows.append(bank.gauss(V, float(rng.choice([1.0, 2.0, 3.0]))))
+        elif kind == 2:
+            rows.append(bank.neginf(V, 0.2))
+        else:
+            rows.append(bank.quantized(V, 0.25))
+    rows.append(bank.peak(32000, 8.0))
+    cases = []
+    for i in range(n_cases):
+        r = rows[i % 200] if i < n_cases - 10 else rows[200]
+        row = bank.rows[r]
+        k = chain_knobs(rng)
+        if i == n_cases - 10:  # issue 22's case: typical, then min-p, at V = 32,000
+            k = {"penalty_last_n": 64, "penalty_repeat": 1.3, "penalty_freq": 0.0, "penalty_present": 0.0,
+                 "typical_p": 0.5, "min_p": 0.05, "temp": 0.7, "dynatemp_range": 0.0, "dynatemp_exponent": 1.0}
+        hist_idx = bank.history(len(row), 48, 0.6) if "penalty_repeat" in k else None
+        hist = bank.histories[hist_idx] if hist_idx is not None else ()
+        dropped, _ = run_chain(k, row, hist, True)
+        native, typical_in = run_chain(k, row, hist, False)
+        c = {"sampler": "chain", "row": r, "history": hist_idx, "params": k,
+             "ids": dropped["id"], "logits": dropped["logit"], "probs": None}
+        same = (len(native) == len(dropped) and set(native["id"].tolist()) == set(dropped["id"].tolist()))
+        if not same:
+            c["native"] = {"ids": native["id"], "logits": native["logit"],
+                           "typical_input": typical_in["logit"] if typical_in is not None else None}
+        cases.append(c)
+    head = {
+        "peer": "llama.cpp",
+        "versions": {"llama-cpp-python": importlib.metadata.version("llama_cpp_python"),
+                     "llama_cpp.__version__": llama_cpp.__version__, "numpy": np.__version__},
+        "recorder": "tests/peers/record_llama_cpp.py (record_chains)",
+        "notes": "ids/logits: the finite entries after the knob set's samplers in llama.cpp's order, "
+                 "the -inf entries dropped between samplers; native: the same with them kept, where "
+                 "the survivors differ, with the logits typical received (typical_input).",
+        "row_kinds": bank.kinds,
+    }
+    dump_fixture(out_path, head, bank.rows, bank.histories, cases)
+    differ = sum(1 for c in cases if "native" in c)
+    print(f"record_llama_cpp: {len(cases)} chains -> {out_path} ({os.path.getsize(out_path)} bytes); "
+          f"{differ} differ with the -inf entries kept")
+
+
 def main():
     out_path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "fixtures", "llama_cpp.json")
@@ -382,6 +524,7 @@ def main():
           f"{len(cases)} cases -> {out_path} ({os.path.getsize(out_path)} bytes)")
     print("  " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     ll.llama_model_free(peer.model)
+    record_chains(os.path.join(os.path.dirname(out_path) or ".", "llama_cpp_chains.json"))
 
 
 if __name__ == "__main__":
