@@ -127,7 +127,8 @@ std::uint64_t hash_vocabulary(const nucleus_cases::test_case& c, std::span<const
   switch (i % 4) {
     case 0:  // llama.cpp's chain
       p.top_n_sigma = k % 3 == 0 ? 0.5f + 0.25f * static_cast<float>(k % 5) : -1.0f;
-      p.typical_p = k % 5 < 2 ? 0.5f + 0.1f * static_cast<float>(k % 4) : 1.0f;
+      p.typical_p = k % 5 < 2 ? 0.2f + 0.15f * static_cast<float>(k % 4) : 1.0f;
+      p.min_p = k % 2 ? 0.3f : 0.0f;  // after typical or xtc: against the largest remaining logit
       p.xtc_probability = k % 4 == 1 ? 1.0f : k % 4 == 2 ? 0.5f : 0.0f;
       p.xtc_threshold = 0.02f * static_cast<float>(1 + k % 6);
       p.dynatemp_range = k % 2 ? 0.5f : 0.0f;
