@@ -252,7 +252,9 @@ int record(const std::string& path, std::size_t n) {
   return std::fclose(f) == 0 ? 0 : 2;
 }
 
-int compare(const std::string& a, const std::string& b) {
+// Equal files are not enough: a recorder that wrote nothing, or stopped early, in both would pass.
+// `lines` is the count both must hold (0: any).
+int compare(const std::string& a, const std::string& b, std::size_t lines) {
   for (const std::string& p : {a, b}) {
     if (!std::filesystem::exists(p) && std::filesystem::exists(skip_marker(p))) {
       std::ifstream marker(skip_marker(p));
@@ -288,19 +290,24 @@ int compare(const std::string& a, const std::string& b) {
     std::cerr << "files differ in size\n";
     return 1;
   }
+  if (lines != 0 && line - 1 != lines) {
+    std::cerr << "both files hold " << line - 1 << " lines, not the " << lines << " cases recorded\n";
+    return 1;
+  }
   std::cout << line - 1 << " lines identical\n";
   return 0;
 }
 
 int usage(const char* self) {
-  std::cerr << "usage: " << self << " OUT [N] [--isa scalar|sse2|avx2|avx512] | --compare A B\n";
+  std::cerr << "usage: " << self << " OUT [N] [--isa scalar|sse2|avx2|avx512] | --compare A B [LINES]\n";
   return 2;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 4 && std::string(argv[1]) == "--compare") return compare(argv[2], argv[3]);
+  if ((argc == 4 || argc == 5) && std::string(argv[1]) == "--compare")
+    return compare(argv[2], argv[3], argc == 5 ? std::strtoul(argv[4], nullptr, 10) : 0);
   std::optional<std::string> out;
   std::optional<std::size_t> n;
   std::optional<nucleus::isa> target;

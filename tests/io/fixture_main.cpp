@@ -1,11 +1,14 @@
 // Catch2 runner for tests that compare against fixtures written by make_fixtures.py:
 //   nucleus_io_fixture_tests REQUIRED_FILE [catch arguments...]
-// exits 77 (ctest's skip) when REQUIRED_FILE is absent, e.g. numpy or gguf were not importable.
+// exits 77 (ctest's skip) when REQUIRED_FILE is absent, e.g. numpy or gguf were not importable;
+// under CI=true an absent fixture fails instead (scripts/deps installs what writes it).
 // The fixtures are read from REQUIRED_FILE's folder.
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 namespace nucleus_io_test {
@@ -18,6 +21,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (!std::filesystem::exists(argv[1])) {
+    const char* ci = std::getenv("CI");
+    if (ci && std::strcmp(ci, "true") == 0) {
+      std::fprintf(stderr, "%s is absent: under CI=true this is a failure, not a skip\n", argv[1]);
+      return 1;
+    }
     std::fprintf(stderr, "skipping: %s is absent\n", argv[1]);
     return 77;
   }

@@ -66,8 +66,12 @@ int main(int argc, char** argv) {
       if (check.mirostat_mu) check.mirostat_mu = &mu_check[r];
       const nc::row_result want = samplers[r].sample(std::span<const float>(cs[r].row), ws, check,
                                                      std::span<nc::token_logprob>(want_top));
-      bool same =
-          out[r] == want && std::bit_cast<std::uint32_t>(mu[r]) == std::bit_cast<std::uint32_t>(mu_check[r]);
+      // Bits, not values: operator== would take -0 for +0 (and fail every NaN).
+      const nc::row_result& got = out[r];
+      bool same = got.token == want.token && got.rank == want.rank && got.top_count == want.top_count &&
+                  got.status == want.status &&
+                  std::bit_cast<std::uint32_t>(got.logprob) == std::bit_cast<std::uint32_t>(want.logprob) &&
+                  std::bit_cast<std::uint32_t>(mu[r]) == std::bit_cast<std::uint32_t>(mu_check[r]);
       for (std::uint32_t i = 0; same && i < want.top_count; ++i) {
         const nc::token_logprob& g = top[r * top_n + i];
         same = g.token == want_top[i].token &&

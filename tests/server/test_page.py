@@ -75,8 +75,10 @@ for n, q in enumerate(cases):
         body["prompt"] = q["prompt"]
     status, api = server.post("/v1/nucleus/distribution", body)
     t.check(f"page {n}: the API answers", status == 200, str(api))
+    t.check(f"page {n}: as many bars as the API has tokens", status == 200 and len(page.bars) == len(api["tokens"]),
+            f"{len(page.bars)} bars, API {len(api.get('tokens', [])) if status == 200 else status}")
     if status != 200 or len(page.bars) != len(api["tokens"]):
-        continue
+        continue  # (failed above; the per-bar checks below need both lists)
     t.check(f"page {n}: the bars are the API's tokens in order", [b["id"] for b in page.bars] ==
             [x["id"] for x in api["tokens"]])
     t.check(f"page {n}: survivors and cut tokens as the API says", all(
