@@ -40,6 +40,7 @@ TEST_CASE("chain: distributions follow the order rule", "[core][chain]") {
   log.add(nucleus_cases::check_proc(nc::temperature(0.5f), row, t, ws));
   INFO(log.summary());
   CHECK(log.count == 0);
+  CHECK(log.checked >= 4);
   // The rule itself, on what the library returned.
   auto check_order = [](const nc::distribution& d) {
     for (std::size_t i = 1; i < d.size(); ++i) {
@@ -103,6 +104,7 @@ TEST_CASE("chain: a lone categorical, and stages that cut nothing", "[core][chai
   }
   INFO(log.summary());
   CHECK(log.count == 0);
+  CHECK(log.checked >= 80);
 }
 
 TEST_CASE("chain: the reference rejects wrong answers", "[core][chain]") {

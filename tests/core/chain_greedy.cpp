@@ -54,4 +54,5 @@ TEST_CASE("chain: temperature 0 anywhere gives the argmax", "[core][chain]") {
   });
   INFO(log.summary());
   CHECK(log.count == 0);
+  CHECK(log.checked >= 600);
 }

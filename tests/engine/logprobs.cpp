@@ -194,4 +194,5 @@ TEST_CASE("engine logprobs: sweep of both modes against the reference", "[engine
   }
   INFO(log.summary());
   CHECK(log.count == 0);
+  CHECK(log.checked >= 350);
 }

@@ -47,6 +47,7 @@ void expect_sets(const std::vector<float>& row, ref::engine_params p, const ids&
     }
     INFO(log.summary());
     CHECK(log.count == 0);
+    CHECK(log.checked >= 16);
   }
 }
 
@@ -217,6 +218,7 @@ TEST_CASE("engine orders: random stage parameters on tie-heavy rows, every order
   }
   INFO(log.summary());
   CHECK(log.count == 0);
+  CHECK(log.checked >= 400);
   CHECK(differed > 20);  // the sweep does reach inputs where the orders disagree
 }
 

@@ -186,6 +186,7 @@ TEST_CASE("engine processors: each alone matches the reference", "[engine][proce
   }
   INFO(log.summary());
   CHECK(log.count == 0);
+  CHECK(log.checked >= 300);
   CHECK(exercised > 100);
 }
 
@@ -211,6 +212,7 @@ TEST_CASE("engine processors: random combined requests match the reference", "[e
   }
   INFO(log.summary());
   CHECK(log.count == 0);
+  CHECK(log.checked >= 2500);
 }
 
 TEST_CASE("engine processors: masks, then logit_bias, then repetition, then presence/frequency",
@@ -372,6 +374,7 @@ TEST_CASE("engine processors: penalty histories", "[engine][processors]") {
     }
     INFO(log.summary());
     CHECK(log.count == 0);
+    CHECK(log.checked >= 150);
   }
 }
 

@@ -131,6 +131,7 @@ TEST_CASE("engine sampler: bf16 and f16 rows give the converted float row's resu
   }
   INFO(log.summary());
   CHECK(log.count == 0);
+  CHECK(log.checked >= 500);
 }
 
 TEST_CASE("engine sampler: one sampler serves rows of any vocabulary", "[engine][sampler]") {
@@ -155,6 +156,7 @@ TEST_CASE("engine sampler: one sampler serves rows of any vocabulary", "[engine]
   }
   INFO(log.summary());
   CHECK(log.count == 0);
+  CHECK(log.checked >= 32);
 }
 
 TEST_CASE("sampler: n streams of one seed are different, reproducible and each exact", "[engine][streams]") {

@@ -46,6 +46,7 @@ TEST_CASE("top_logprobs: matches the reference on every row kind", "[ops][top_lo
   });
   INFO(log.summary());
   CHECK(log.count == 0);
+  CHECK(log.checked >= 250);
 }
 
 TEST_CASE("top_logprobs: ties go to the lower id; n beyond the candidates", "[ops][top_logprobs]") {

@@ -22,6 +22,7 @@ TEST_CASE("categorical alone: a candidate with the reference logprob", "[stages]
   });
   INFO(log.summary());
   CHECK(log.count == 0);
+  CHECK(log.checked >= 2000);
 }
 
 namespace {

@@ -54,6 +54,7 @@ TEST_CASE("min_p: the threshold uses the current temperature", "[stages][min_p]"
   });
   INFO(log.summary());
   CHECK(log.count == 0);
+  CHECK(log.checked >= 400);
 }
 
 TEST_CASE("min_p: hand-computed thresholds", "[stages][min_p]") {

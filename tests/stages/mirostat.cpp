@@ -42,6 +42,7 @@ TEST_CASE("mirostat_v1: it keeps the reference's top k", "[stages][mirostat]") {
   });
   INFO(log.summary());
   CHECK(log.count == 0);
+  CHECK(log.checked >= 120);
 }
 
 TEST_CASE("mirostat: the draw updates the caller's mu by the token's surprise", "[stages][mirostat]") {

@@ -40,6 +40,7 @@ TEST_CASE("temperature: a draw is a survivor with the reference logprob", "[stag
   });
   INFO(log.summary());
   CHECK(log.count == 0);
+  CHECK(log.checked >= 1500);
 }
 
 TEST_CASE("temperature: several stages multiply", "[stages][temperature]") {
@@ -83,6 +84,7 @@ TEST_CASE("temperature 0: distribution {argmax: 1} whatever follows", "[stages][
   });
   INFO(log.summary());
   CHECK(log.count == 0);
+  CHECK(log.checked >= 60);
 }
 
 TEST_CASE("temperature: a T whose 1/T overflows float is greedy, like T = 0", "[stages][temperature]") {

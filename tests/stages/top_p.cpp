@@ -62,6 +62,7 @@ TEST_CASE("top_p: the cut uses the probabilities at the current temperature", "[
   });
   INFO(log.summary());
   CHECK(log.count == 0);
+  CHECK(log.checked >= 400);
 }
 
 TEST_CASE("top_p: hand-computed cuts", "[stages][top_p]") {
