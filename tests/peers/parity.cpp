@@ -62,6 +62,7 @@ struct tally {
   // differently, and each side equals the exact answer under its own definition.
   std::size_t cases = 0, identical = 0, ties = 0, ties_kept = 0, peer_nan = 0, rounding = 0, definition = 0,
               unexplained = 0;
+  std::size_t rounding_shown = 0;  // peer rounding recomputed: the peer's own float arithmetic gives its cut
   double max_prob_diff = 0.0, max_logit_diff = 0.0;
   std::string first;
 };
@@ -253,6 +254,24 @@ cut_result shared_cut(const std::string& name, float v, int keep, std::span<cons
 
 }  // namespace
 
+namespace {
+// llama.cpp's top_p and typical walk their output order adding the p it computed (float softmax) into
+// a float running sum, and stop at the first token where the sum reaches p (top_p: >=, typical: >).
+// True when that walk, recomputed on the recorded p, keeps exactly the recorded tokens.
+bool peer_float_walk_gives_its_cut(const json& c, float p, bool strictly_above) {
+  if (!c.contains("probs") || c["probs"].is_null()) return false;
+  const auto probs = floats(c["probs"]);
+  const std::size_t keep_floor = static_cast<std::size_t>(min_keep_of(c["params"]));
+  float sum = 0.0f;
+  for (std::size_t i = 0; i < probs.size(); ++i) {
+    sum += probs[i];
+    const bool reached = strictly_above ? sum > p : sum >= p;
+    if (reached && i + 1 >= keep_floor) return i + 1 == probs.size();
+  }
+  return false;  // the recorded prefix never reaches p: the peer stopped for another reason
+}
+}  // namespace
+
 TEST_CASE("peers: llama.cpp's samplers", "[peers][llama_cpp]") {
   const json f = load("llama_cpp.json");
   std::vector<std::vector<float>> rows;
@@ -299,7 +318,11 @@ TEST_CASE("peers: llama.cpp's samplers", "[peers][llama_cpp]") {
         exact = ref_set(cut.s);
       }
       const auto lib = lib_set(d);
+      const std::size_t rounded = t.rounding;
       classify(t, what, c, peer_set(c), lib, exact, margin, row);
+      if (t.rounding > rounded && (name == "top_p" || name == "typical") &&
+          peer_float_walk_gives_its_cut(c, p["p"].get<float>(), name == "typical"))
+        ++t.rounding_shown;
       if (peer_set(c) == lib && c.contains("probs") && !c["probs"].is_null()) compare_probs(t, c, d);
     } else if (name == "temp" || name == "temp_ext") {
       const float temp = p["temp"].get<float>();
@@ -427,13 +450,21 @@ TEST_CASE("peers: llama.cpp's samplers", "[peers][llama_cpp]") {
           t.max_logit_diff = std::max(t.max_logit_diff, std::fabs(want - c["mu_out"].get<double>()));
         }
       if (peer_set(c) == lib) compare_probs(t, c, d);
+    } else {
+      FAIL("unknown sampler " << name);
     }
   }
   print("llama.cpp", table);
+  for (const char* name : {"top_k", "top_p", "min_p", "typical", "top_n_sigma", "xtc", "temp", "temp_ext",
+                           "penalties", "logit_bias", "dry", "mirostat", "mirostat_v2"})
+    CHECK(table.count(name) == 1);  // a fixture that lost a sampler fails
   for (const auto& [name, t] : table) {
     INFO(name << ": " << t.first);
+    CHECK(t.cases >= 15);
     CHECK(t.unexplained == 0);
     CHECK(t.max_prob_diff < 1e-5);
+    CHECK(t.rounding * 50 <= t.cases);      // under 2%
+    CHECK(t.rounding_shown == t.rounding);  // each one recomputed: the peer's float walk gives its cut
   }
   CHECK(table["mirostat"].max_logit_diff < 1e-4);     // mu
   CHECK(table["mirostat_v2"].max_logit_diff < 1e-4);  // mu
@@ -523,10 +554,15 @@ TEST_CASE("peers: Hugging Face's logits processors", "[peers][hf]") {
     if (peer_set(c) == lib) compare_probs(t, c, d);
   }
   print("Hugging Face", table);
+  for (const char* name : {"temperature", "top_k", "top_p", "min_p", "typical", "epsilon", "eta",
+                           "repetition_penalty", "no_repeat_ngram"})
+    CHECK(table.count(name) == 1);
   for (const auto& [name, t] : table) {
     INFO(name << ": " << t.first);
+    CHECK(t.cases >= 15);
     CHECK(t.unexplained == 0);
     CHECK(t.max_prob_diff < 1e-5);
+    CHECK(t.rounding * 50 <= t.cases);  // under 2%
   }
 }
 
