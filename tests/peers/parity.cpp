@@ -56,10 +56,11 @@ std::vector<std::int32_t> ints(const json& a) {
 }
 
 struct tally {
-  // identical; tie order: the same values, other tied ids; ties kept: the peer also keeps every token
-  // tied with its cut; peer NaN: llama.cpp's typical takes 0 * log 0 on a -inf entry; peer rounding: nucleus
-  // equals the exact double answer and the peer's float arithmetic does not; definition: the peer counts
-  // differently, and each side equals the exact answer under its own definition.
+  // identical; tie order: nucleus equals the exact answer and the peer differs only in which tied ids it
+  // kept; ties kept: the peer also keeps every token tied with its cut; peer NaN: llama.cpp's typical takes 0
+  // * log 0 on a -inf entry; peer rounding: nucleus equals the exact double answer and the peer's float
+  // arithmetic does not; definition: the peer counts differently, and each side equals the exact answer under
+  // its own definition.
   std::size_t cases = 0, identical = 0, ties = 0, ties_kept = 0, peer_nan = 0, rounding = 0, definition = 0,
               unexplained = 0;
   std::size_t rounding_shown = 0;  // peer rounding recomputed: the peer's own float arithmetic gives its cut
@@ -133,7 +134,7 @@ void classify(tally& t, const std::string& what, const json& c, const std::set<s
   const bool has_neg_inf = std::any_of(row.begin(), row.end(), [](float x) { return x == -ref::inf; });
   if (peer == lib) {
     ++t.identical;
-  } else if (only_ties(peer, lib, row)) {
+  } else if (only_ties(peer, lib, row) && lib == exact) {
     ++t.ties;
   } else if (extras_tied && lib == exact) {
     ++t.ties_kept;
