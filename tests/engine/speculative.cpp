@@ -52,17 +52,15 @@ struct exactness_case {
   bool with_probs;        // false: the verifier gets no q (n-gram drafts)
 };
 
-}  // namespace
-
-TEST_CASE("verify_draft: the emitted token follows the target's distribution for any draft",
-          "[engine][speculative]") {
+// The drafts every exactness check runs: targets with and without top-k, drafts near and far.
+std::vector<exactness_case> exactness_cases() {
   const std::vector<float> peaked = {6.0f, 2.0f, 1.5f, 1.0f, 0.5f, 0.0f, -0.5f, -1.0f};
   const std::vector<float> flat = {0.30f, 0.25f, 0.20f, 0.15f, 0.10f, 0.05f, 0.0f, -0.05f};
   const std::vector<double> uniform(V, 1.0 / V);
   const std::vector<double> last3 = {0, 0, 0, 0, 0, 1.0 / 3, 1.0 / 3, 1.0 / 3};
   std::vector<double> q_peaked = target_p(peaked);
   std::vector<double> q_skew = {0.05, 0.05, 0.05, 0.05, 0.05, 0.05, 0.1, 0.6};
-  const std::vector<exactness_case> cases = {
+  return {
       {"identical", flat, V, target_p(flat), true},
       {"disjoint (top-3 target, draft on the last 3)", flat, 3, last3, true},
       {"peaked target, flat draft", peaked, V, uniform, true},
@@ -72,6 +70,13 @@ TEST_CASE("verify_draft: the emitted token follows the target's distribution for
       {"no draft probabilities (one-hot), skewed proposals", flat, V, q_skew, false},
       {"no draft probabilities, top-k target", peaked, 3, uniform, false},
   };
+}
+
+}  // namespace
+
+TEST_CASE("verify_draft: the emitted token follows the target's distribution for any draft",
+          "[engine][speculative]") {
+  const std::vector<exactness_case> cases = exactness_cases();
   constexpr std::uint64_t trials = 1'000'000;
   nc::draft_verifier verifier;
   nc::workspace ws;
@@ -105,6 +110,65 @@ TEST_CASE("verify_draft: the emitted token follows the target's distribution for
     CHECK(chi.pass());
     CHECK(std::fabs(rate - alpha) <= 6.0 * std::sqrt(alpha * (1 - alpha) / trials) + 1e-12);
   }
+}
+
+// The harness above must be able to fail: two verifiers with a deliberate error, written here in double
+// (accept x ~ q with probability min(1, p/q), else draw from the residual max(p - q, 0)), run through
+// the same trials and the same chi-square. Each must be rejected wherever its error moves the emitted
+// distribution by more than 0.01 in total variation.
+TEST_CASE("verify_draft: the chi-square rejects verifiers with a deliberate error", "[engine][speculative]") {
+  enum class fault { residual_without_clamp, acceptance_swapped };
+  auto emitted = [](fault f, const std::vector<double>& p, const std::vector<double>& q) {
+    // The faulty verifier's exact output distribution, for choosing the cases it must fail.
+    std::vector<double> a(V), r(V), out(V);
+    double reject = 0, rz = 0;
+    for (std::size_t i = 0; i < V; ++i) {
+      const double ratio =
+          f == fault::acceptance_swapped ? (p[i] > 0 ? q[i] / p[i] : 1.0) : (q[i] > 0 ? p[i] / q[i] : 1.0);
+      a[i] = std::min(1.0, ratio);
+      reject += q[i] * (1 - a[i]);
+      r[i] = f == fault::residual_without_clamp ? std::fabs(p[i] - q[i]) : std::max(p[i] - q[i], 0.0);
+      rz += r[i];
+    }
+    for (std::size_t i = 0; i < V; ++i) out[i] = q[i] * a[i] + (rz > 0 ? reject * r[i] / rz : 0.0);
+    return out;
+  };
+  constexpr std::uint64_t trials = 1'000'000;
+  std::mt19937_64 g(77);
+  int must_fail = 0, rejected = 0;
+  for (fault f : {fault::residual_without_clamp, fault::acceptance_swapped}) {
+    for (const exactness_case& c : exactness_cases()) {
+      if (!c.with_probs) continue;
+      const std::vector<double> p = target_p(c.logits, c.top_k);
+      const std::vector<double> want = emitted(f, p, c.q);
+      double tv = 0;
+      for (std::size_t i = 0; i < V; ++i) tv += 0.5 * std::fabs(want[i] - p[i]);
+      if (tv <= 0.01) continue;
+      ++must_fail;
+      std::vector<std::uint64_t> counts(V);
+      for (std::uint64_t t = 0; t < trials; ++t) {
+        const std::int32_t x = draw(c.q, g);
+        const auto xi = static_cast<std::size_t>(x);
+        const double ratio = f == fault::acceptance_swapped ? (p[xi] > 0 ? c.q[xi] / p[xi] : 1.0)
+                                                            : (c.q[xi] > 0 ? p[xi] / c.q[xi] : 1.0);
+        const bool accept = std::uniform_real_distribution<double>(0.0, 1.0)(g) < std::min(1.0, ratio);
+        std::vector<double> r(V);
+        for (std::size_t i = 0; i < V; ++i)
+          r[i] = f == fault::residual_without_clamp ? std::fabs(p[i] - c.q[i]) : std::max(p[i] - c.q[i], 0.0);
+        double rz = 0;
+        for (double w : r) rz += w;
+        for (double& w : r) w /= rz;
+        ++counts[accept ? xi : static_cast<std::size_t>(draw(r, g))];
+      }
+      const auto chi = nucleus_ref::chi_square(counts, p);
+      INFO(c.name << " (fault " << static_cast<int>(f) << ", TV " << tv << "): chi2 " << chi.statistic
+                  << " critical " << chi.critical);
+      CHECK_FALSE(chi.pass());
+      rejected += chi.pass() ? 0 : 1;
+    }
+  }
+  CHECK(must_fail >= 4);  // each fault moves several of the drafts
+  CHECK(rejected == must_fail);
 }
 
 TEST_CASE("verify_draft: the acceptance count follows its closed form; later tokens follow their rows",
