@@ -2,11 +2,15 @@
 // uneven boundaries, the shards dealt to the ranks in contiguous runs (several per rank when a row
 // has more shards than there are ranks), sampled in batches of 8 rows per exchange. Every rank checks
 // the rows it holds against sampler::sample on the whole row: token, logprob bits, rank, top-n bits
-// and status. Exits 1 on any difference (on every rank), 0 otherwise.
+// and status; and, with 2 or more ranks, a rank that throws ends the batch on every rank. Exits 1 on
+// any difference (on every rank), 0 otherwise.
 #include <mpi.h>
 
+#include <bit>
 #include <cstdio>
 #include <nucleus/mpi/sharded.hpp>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "sharded/cases.hpp"
@@ -85,6 +89,55 @@ int main(int argc, char** argv) {
                        b0 + r, cs[r].describe().c_str(), out[r].token, want.token,
                        static_cast<int>(out[r].status), static_cast<int>(want.status));
       }
+    }
+  }
+  // A rank that throws: the last rank hands in a part without a sampler. Every rank must leave the
+  // call with an exception (the failing one its own), none waiting for the others; then the next
+  // batch runs normally, so the ranks are still in step.
+  if (ranks >= 2) {
+    constexpr std::size_t V = 1000;
+    std::vector<float> row(V);
+    for (std::size_t i = 0; i < V; ++i) row[i] = static_cast<float>((i * 37) % 101) * 0.1f;
+    const nc::sampler smp(nc::sampling_params{.seed = 5});
+    const std::size_t v0 = V * static_cast<std::size_t>(rank) / static_cast<std::size_t>(ranks);
+    const std::size_t v1 = V * static_cast<std::size_t>(rank + 1) / static_cast<std::size_t>(ranks);
+    auto run = [&](bool fail) {
+      const nc::mpi::shard_part<float> part{fail ? nullptr : &smp,
+                                            0,
+                                            static_cast<std::size_t>(rank),
+                                            static_cast<std::size_t>(ranks),
+                                            std::span<const float>(row).subspan(v0, v1 - v0),
+                                            v0,
+                                            V,
+                                            nc::row_request{}};
+      std::vector<nc::row_result> out(1);
+      sharded.sample(std::span<const nc::mpi::shard_part<float>>(&part, 1), std::span<nc::row_result>(out));
+      return out[0];
+    };
+    const bool failing = rank == ranks - 1;
+    int caught = 0;  // 1: the expected exception on this rank
+    try {
+      run(failing);
+    } catch (const std::invalid_argument&) {
+      caught = failing ? 1 : 0;
+    } catch (const std::runtime_error& e) {
+      caught =
+          !failing && std::string(e.what()).find("rank " + std::to_string(ranks - 1)) != std::string::npos;
+    }
+    ++checked;
+    if (!caught) {
+      ++differ;
+      std::fprintf(stderr, "rank %d: a failing rank's batch did not end in the expected exception here\n",
+                   rank);
+    }
+    const nc::row_result after = run(false);
+    ws.reserve(V);
+    const nc::row_result want = smp.sample(std::span<const float>(row), ws, nc::row_request{});
+    ++checked;
+    if (!(after.token == want.token &&
+          std::bit_cast<std::uint32_t>(after.logprob) == std::bit_cast<std::uint32_t>(want.logprob))) {
+      ++differ;
+      std::fprintf(stderr, "rank %d: the batch after a failed one differs from the whole row\n", rank);
     }
   }
   long long sums[3] = {checked, differ, bytes};

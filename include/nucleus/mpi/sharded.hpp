@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -52,45 +53,64 @@ class sharded_batch {
   // Samples this rank's parts. out[row] (and top[row * top_stride ..]) is written for every row of
   // which this rank holds a part; every such rank writes the same. Collective: every rank of the
   // communicator calls it, with its own parts (perhaps none).
+  // Failure is collective too: when any rank throws (bad parts, a message that does not decode),
+  // that rank still takes part in the round's first exchange, saying it failed, and then every rank
+  // throws: the failing one its own exception, the others std::runtime_error naming the rank. No
+  // rank waits for a round the others will never send.
   template <logit_type T>
   batch_stats sample(std::span<const shard_part<T>> parts, std::span<row_result> out,
                      std::span<token_logprob> top = {}, std::size_t top_stride = 0) {
     batch_stats st;
-    prepare(parts, out.size());
-    for (std::size_t i = 0; i < parts.size(); ++i) {
-      const shard_part<T>& p = parts[i];
-      // Mirostat's mu is the request's state, moved by the draw: each part draws on its own copy
-      // (a rank may hold several shards of a row), written back once the row is done.
-      requests_[i] = p.request;
-      if (p.request.mirostat_mu) {
-        mu_[i] = *p.request.mirostat_mu;
-        requests_[i].mirostat_mu = &mu_[i];
+    std::exception_ptr failure;
+    const auto attempt = [&](auto&& work) {
+      if (failure) return;
+      try {
+        work();
+      } catch (...) {
+        failure = std::current_exception();
       }
-      local_[i].begin(*p.sampler, p.slice, p.v0, p.vocab, requests_[i], spaces_[i], p.shard);
-    }
+    };
+    attempt([&] {
+      prepare(parts, out.size());
+      for (std::size_t i = 0; i < parts.size(); ++i) {
+        const shard_part<T>& p = parts[i];
+        // Mirostat's mu is the request's state, moved by the draw: each part draws on its own copy
+        // (a rank may hold several shards of a row), written back once the row is done.
+        requests_[i] = p.request;
+        if (p.request.mirostat_mu) {
+          mu_[i] = *p.request.mirostat_mu;
+          requests_[i].mirostat_mu = &mu_[i];
+        }
+        local_[i].begin(*p.sampler, p.slice, p.v0, p.vocab, requests_[i], spaces_[i], p.shard);
+      }
+    });
     for (;;) {
       send_.clear();
-      for (std::size_t i = 0; i < parts.size(); ++i) {
-        if (local_[i].done()) continue;
-        const std::uint64_t tag[2] = {parts[i].row, parts[i].shard};
-        const std::size_t at = send_.size();
-        send_.resize(at + sizeof tag);
-        std::memcpy(send_.data() + at, tag, sizeof tag);
-        local_[i].outgoing().encode(send_);
-      }
+      attempt([&] {
+        for (std::size_t i = 0; i < parts.size(); ++i) {
+          if (local_[i].done()) continue;
+          const std::uint64_t tag[2] = {parts[i].row, parts[i].shard};
+          const std::size_t at = send_.size();
+          send_.resize(at + sizeof tag);
+          std::memcpy(send_.data() + at, tag, sizeof tag);
+          local_[i].outgoing().encode(send_);
+        }
+      });
       st.bytes_sent += send_.size();
       ++st.rounds;
-      if (exchange() == 0) break;  // every rank is done
-      decode();
-      for (std::size_t i = 0; i < parts.size(); ++i) {
-        if (local_[i].done()) continue;
-        const std::size_t r = parts[i].row;
-        if (arrived_[r] != parts[i].shards)
-          throw std::runtime_error("nucleus::mpi::sharded_batch: row " + std::to_string(r) + " got " +
-                                   std::to_string(arrived_[r]) + " messages for " +
-                                   std::to_string(parts[i].shards) + " shards (are the parts consistent?)");
-        local_[i].step(std::span<const shard_message>(inbox_[r].data(), parts[i].shards));
-      }
+      if (exchange(failure) == 0) break;  // every rank is done
+      attempt([&] {
+        decode();
+        for (std::size_t i = 0; i < parts.size(); ++i) {
+          if (local_[i].done()) continue;
+          const std::size_t r = parts[i].row;
+          if (arrived_[r] != parts[i].shards)
+            throw std::runtime_error("nucleus::mpi::sharded_batch: row " + std::to_string(r) + " got " +
+                                     std::to_string(arrived_[r]) + " messages for " +
+                                     std::to_string(parts[i].shards) + " shards (are the parts consistent?)");
+          local_[i].step(std::span<const shard_message>(inbox_[r].data(), parts[i].shards));
+        }
+      });
     }
     for (std::size_t i = 0; i < parts.size(); ++i) {
       const std::size_t r = parts[i].row;
@@ -125,10 +145,16 @@ class sharded_batch {
     }
   }
 
-  // The all-gather of every rank's packed messages; returns the total bytes (0: all done).
-  std::size_t exchange() {
-    const auto mine = static_cast<long long>(send_.size());
+  // The all-gather of every rank's packed messages; returns the total bytes (0: all done). A rank that
+  // failed sends the size -1 instead; then every rank throws here, before the messages' exchange.
+  std::size_t exchange(const std::exception_ptr& failure) {
+    const long long mine = failure ? -1 : static_cast<long long>(send_.size());
     MPI_Allgather(&mine, 1, MPI_LONG_LONG, sizes_.data(), 1, MPI_LONG_LONG, comm_);
+    if (failure) std::rethrow_exception(failure);
+    for (std::size_t r = 0; r < sizes_.size(); ++r)
+      if (sizes_[r] < 0)
+        throw std::runtime_error("nucleus::mpi::sharded_batch: rank " + std::to_string(r) +
+                                 " failed this batch (its own exception says why); every rank stops it");
     long long total = 0;
     for (std::size_t r = 0; r < sizes_.size(); ++r) {
       if (total + sizes_[r] > 0x7FFFFFFFll)
