@@ -55,6 +55,19 @@ std::vector<std::int32_t> ints(const json& a) {
   return out;
 }
 
+// A fixture file with its rows and histories read out.
+struct fixture {
+  json file;
+  std::vector<std::vector<float>> rows;
+  std::vector<std::vector<std::int32_t>> histories;
+};
+fixture read_fixture(const char* name) {
+  fixture fx{load(name), {}, {}};
+  for (const auto& r : fx.file["rows"]) fx.rows.push_back(floats(r));
+  for (const auto& h : fx.file["histories"]) fx.histories.push_back(ints(h));
+  return fx;
+}
+
 struct tally {
   // identical; tie order: nucleus equals the exact answer and the peer differs only in which tied ids it
   // kept; ties kept: the peer also keeps every token tied with its cut; peer NaN: llama.cpp's typical takes 0
@@ -291,11 +304,7 @@ bool peer_float_walk_gives_its_cut(const json& c, float p, bool strictly_above) 
 }  // namespace
 
 TEST_CASE("peers: llama.cpp's samplers", "[peers][llama_cpp]") {
-  const json f = load("llama_cpp.json");
-  std::vector<std::vector<float>> rows;
-  for (const auto& r : f["rows"]) rows.push_back(floats(r));
-  std::vector<std::vector<std::int32_t>> hist;
-  for (const auto& h : f["histories"]) hist.push_back(ints(h));
+  const auto [f, rows, hist] = read_fixture("llama_cpp.json");
   std::map<std::string, tally> table;
   nc::workspace ws;
   std::size_t index = 0;
@@ -489,11 +498,7 @@ TEST_CASE("peers: llama.cpp's samplers", "[peers][llama_cpp]") {
 }
 
 TEST_CASE("peers: Hugging Face's logits processors", "[peers][hf]") {
-  const json f = load("hf.json");
-  std::vector<std::vector<float>> rows;
-  for (const auto& r : f["rows"]) rows.push_back(floats(r));
-  std::vector<std::vector<std::int32_t>> hist;
-  for (const auto& h : f["histories"]) hist.push_back(ints(h));
+  const auto [f, rows, hist] = read_fixture("hf.json");
   std::map<std::string, tally> table;
   nc::workspace ws;
   std::size_t index = 0;
@@ -593,11 +598,7 @@ float knob(const json& p, const char* name, float off) {
 }  // namespace
 
 TEST_CASE("peers: llama.cpp's chains, random knob sets in its order", "[peers][llama_cpp][chains]") {
-  const json f = load("llama_cpp_chains.json");
-  std::vector<std::vector<float>> rows;
-  for (const auto& r : f["rows"]) rows.push_back(floats(r));
-  std::vector<std::vector<std::int32_t>> hist;
-  for (const auto& h : f["histories"]) hist.push_back(ints(h));
+  const auto [f, rows, hist] = read_fixture("llama_cpp_chains.json");
   tally t;
   std::size_t neg_inf_differs = 0, nan_shown = 0, native_ties = 0, typical_after_top_cut = 0;
   nc::workspace ws;

@@ -44,6 +44,15 @@ def _quiet(level, text, user_data):
     pass
 
 
+def token_array(row):
+    """The row as llama_token_data entries: id = index, p = NO_P (not computed)."""
+    buf = np.zeros(len(row), dtype=TD)
+    buf["id"] = np.arange(len(row), dtype=np.int32)
+    buf["logit"] = row
+    buf["p"] = NO_P
+    return buf
+
+
 def f32(x):
     return float(np.float32(x))
 
@@ -83,10 +92,7 @@ class Peer:
     def run(smpl, row, history=(), mu_set=None, mu_off=None):
         for t in history:
             ll.llama_sampler_accept(smpl, int(t))
-        buf = np.zeros(len(row), dtype=TD)
-        buf["id"] = np.arange(len(row), dtype=np.int32)
-        buf["logit"] = row
-        buf["p"] = NO_P
+        buf = token_array(row)
         base = buf.ctypes.data
         arr = ll.llama_token_data_array(
             data=ctypes.cast(base, ctypes.POINTER(ll.llama_token_data)),
@@ -104,6 +110,18 @@ class Peer:
             "sorted": bool(arr.sorted),
             "selected": int(arr.selected),
         }
+
+
+def fixture_head(recorder, notes, kinds):
+    """The fixture's header: the peer, its versions, the recorder and what the cases hold."""
+    return {
+        "peer": "llama.cpp",
+        "versions": {"llama-cpp-python": importlib.metadata.version("llama_cpp_python"),
+                     "llama_cpp.__version__": llama_cpp.__version__, "numpy": np.__version__},
+        "recorder": recorder,
+        "notes": notes,
+        "row_kinds": kinds,
+    }
 
 
 def ctx_field(smpl, off, ctype=ctypes.c_float):
@@ -185,10 +203,7 @@ def run_chain(k, row, history, drop):
         if name == "penalties":
             for t in history:
                 ll.llama_sampler_accept(smpl, int(t))
-    buf = np.zeros(len(row), dtype=TD)
-    buf["id"] = np.arange(len(row), dtype=np.int32)
-    buf["logit"] = row
-    buf["p"] = NO_P
+    buf = token_array(row)
     is_sorted = False
     typical_in = None
     for name, smpl in samplers:
@@ -237,16 +252,11 @@ def record_chains(out_path, n_cases=1000):
             c["native"] = {"ids": native["id"], "logits": native["logit"],
                            "typical_input": typical_in["logit"] if typical_in is not None else None}
         cases.append(c)
-    head = {
-        "peer": "llama.cpp",
-        "versions": {"llama-cpp-python": importlib.metadata.version("llama_cpp_python"),
-                     "llama_cpp.__version__": llama_cpp.__version__, "numpy": np.__version__},
-        "recorder": "tests/peers/record_llama_cpp.py (record_chains)",
-        "notes": "ids/logits: the finite entries after the knob set's samplers in llama.cpp's order, "
-                 "the -inf entries dropped between samplers; native: the same with them kept, where "
-                 "the survivors differ, with the logits typical received (typical_input).",
-        "row_kinds": bank.kinds,
-    }
+    head = fixture_head(
+        "tests/peers/record_llama_cpp.py (record_chains)",
+        "ids/logits: the finite entries after the knob set's samplers in llama.cpp's order, "
+        "the -inf entries dropped between samplers; native: the same with them kept, where "
+        "the survivors differ, with the logits typical received (typical_input).", bank.kinds)
     dump_fixture(out_path, head, bank.rows, bank.histories, cases)
     differ = sum(1 for c in cases if "native" in c)
     print(f"record_llama_cpp: {len(cases)} chains -> {out_path} ({os.path.getsize(out_path)} bytes); "
@@ -504,18 +514,13 @@ def main():
             miro(2, [g[0], g[1], g[5], g[3]], 5.0, 0.1, seed=99, instance=inst)
             inst += 1
 
-    head = {
-        "peer": "llama.cpp",
-        "versions": {"llama-cpp-python": importlib.metadata.version("llama_cpp_python"),
-                     "llama_cpp.__version__": llama_cpp.__version__, "numpy": np.__version__},
-        "recorder": "tests/peers/record_llama_cpp.py",
-        "notes": "ids/logits/probs are the llama_token_data_array after the sampler, in its order; "
-                 "probs is null where the sampler left p unwritten; selected is the array's "
-                 "`selected` (-1 when untouched); DRY histories and penalties histories are fed "
-                 "through llama_sampler_accept before the apply.",
-        "row_kinds": bank.kinds,
-        "dry_vocab": dry_vocab,
-    }
+    head = fixture_head(
+        "tests/peers/record_llama_cpp.py",
+        "ids/logits/probs are the llama_token_data_array after the sampler, in its order; "
+        "probs is null where the sampler left p unwritten; selected is the array's "
+        "`selected` (-1 when untouched); DRY histories and penalties histories are fed "
+        "through llama_sampler_accept before the apply.", bank.kinds)
+    head["dry_vocab"] = dry_vocab
     dump_fixture(out_path, head, bank.rows, bank.histories, cases)
     counts = {}
     for c in cases:
