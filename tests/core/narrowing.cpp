@@ -63,7 +63,12 @@ TEST_CASE("narrowing: max_logit() is the largest candidate after every narrowing
           "[core][narrowing]") {
   ref::rng g(0x3A11);
   nc::workspace ws;
-  std::size_t checked = 0;
+  std::size_t checked = 0;  // narrowings that took the top and left candidates to compare
+  auto check_current = [&](nc::row_state& s) {
+    if (s.size() == 0) return;
+    CHECK(s.max_logit() == largest(s));
+    ++checked;
+  };
   for (int trial = 0; trial < 200; ++trial) {
     const std::size_t V = 2 + g.below(3000);
     const std::vector<float> row = dominant_row(V, g);
@@ -76,21 +81,18 @@ TEST_CASE("narrowing: max_logit() is the largest candidate after every narrowing
     {  // a threshold that drops the top: keep x <= top - 0.5 as (x - 0) * -1 >= 0.5 - top
       nc::row_state s = fresh();
       s.keep_scaled_at_least(0.0f, -1.0f, 0.5f - top);
-      if (s.size() > 0) CHECK(s.max_logit() == largest(s));
-      ++checked;
+      check_current(s);
     }
     {  // a threshold that keeps the top keeps the cache
       nc::row_state s = fresh();
       s.keep_scaled_at_least(top, 1.0f, -1.0f);
       CHECK(s.max_logit() == top);
       CHECK(largest(s) == top);
-      ++checked;
     }
     {  // a predicate that drops the top
       nc::row_state s = fresh();
       s.keep_if([&](float x, std::int32_t) { return x < top; });
-      if (s.size() > 0) CHECK(s.max_logit() == largest(s));
-      ++checked;
+      check_current(s);
     }
     {  // a stage's own compaction into the workspace, in id order, without the top; then a prefix
       nc::row_state s = fresh();
@@ -103,10 +105,9 @@ TEST_CASE("narrowing: max_logit() is the largest candidate after every narrowing
           d[n++] = static_cast<std::int32_t>(i);
         }
       s.assign(n, /*sorted=*/false);
-      if (n > 0) CHECK(s.max_logit() == largest(s));
+      check_current(s);
       s.truncate(n / 2);
-      if (n / 2 > 0) CHECK(s.max_logit() == largest(s));
-      ++checked;
+      check_current(s);
     }
     {  // in rank order, without the top: the first value is the maximum
       nc::row_state s = fresh();
@@ -118,10 +119,9 @@ TEST_CASE("narrowing: max_logit() is the largest candidate after every narrowing
       for (std::size_t i = 0; i < rest.size(); ++i) s.ws().ids.data()[i] = static_cast<std::int32_t>(i);
       s.assign(rest.size(), /*sorted=*/true);
       if (!rest.empty()) CHECK(s.max_logit() == rest[0]);
-      ++checked;
     }
   }
-  CHECK(checked == 1000);
+  CHECK(checked >= 700);  // of 800: the cuts that keep nothing are the only ones not compared
 }
 
 TEST_CASE("narrowing: cuts after typical and xtc match the reference chain", "[core][narrowing]") {

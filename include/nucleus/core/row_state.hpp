@@ -106,12 +106,13 @@ class row_state {
     if (has_max_ && !(detail::scaled(max_, shift, scale) >= threshold)) has_max_ = false;
   }
   // Keeps candidates for which pred(logit, id) holds, in order (a scalar pass: for custom stages).
+  // The maximum is recomputed when next read (one SIMD pass over the survivors): tracking it here
+  // would add a compare to every candidate of this scalar loop, which costs more at 248k.
   template <class Pred>
   void keep_if(Pred&& pred) {
     float* v = ws_.vals.data();
     std::int32_t* d = ws_.ids.data();
     std::size_t out = 0;
-    bool max_kept = false;
     // Branch-free: every candidate is written, and the cursor advances only for the kept ones (the
     // kept / dropped pattern of an unsorted row is random, and a branch on it mispredicts). In place
     // is safe: out <= i.
@@ -122,14 +123,13 @@ class row_state {
         v[out] = x;
         d[out] = t;
         const bool keep = pred(x, t);  // evaluated for every candidate: no branch on it
-        const bool kept = (x == x) & (x > -detail::inf()) & keep;
-        out += static_cast<std::size_t>(kept);
-        max_kept |= kept & (x == max_);
+        out += static_cast<std::size_t>(x == x) & static_cast<std::size_t>(x > -detail::inf()) &
+               static_cast<std::size_t>(keep);
       }
     });
     n_ = out;
     adopt_workspace();
-    has_max_ = has_max_ && max_kept;
+    has_max_ = false;
   }
   // Keeps the first n candidates (meaningful when sorted(): the maximum, first, survives any n > 0).
   void truncate(std::size_t n) noexcept {
