@@ -141,3 +141,66 @@ TEST_CASE("request errors name their parameter", "[server]") {
     CHECK(srv::sampler_error(e).param == "nucleus.min_keep");
   }
 }
+
+TEST_CASE("every knob of the table round-trips through a request, and a bad one is refused by name",
+          "[server][knobs]") {
+  std::size_t numbers = 0;
+  for (const nucleus::knob& k : nucleus::knobs) {
+    if (k.place == nucleus::json_place::none) continue;
+    INFO(k.name);
+    const bool top = k.place == nucleus::json_place::top;
+    const std::string param = top ? std::string(k.name) : std::string("nucleus.") + k.name;
+    auto body = [&](const std::string& value) {
+      const std::string field = "\"" + std::string(k.name) + "\": " + value;
+      return std::string(R"({"prompt": "x", )") + (top ? field : "\"nucleus\": {" + field + "}") + "}";
+    };
+    auto refused_as = [&](const std::string& value) {
+      try {
+        srv::parse_request(body(value), srv::endpoint::completions);
+      } catch (const srv::api_error& err) {
+        return err.param;
+      }
+      return std::string("<accepted>");
+    };
+    CHECK(refused_as("true") == param);  // no knob is a boolean
+    if (!k.number()) continue;
+    const srv::generation_request r =
+        srv::parse_request(body(nlohmann::json(k.probe).dump()), srv::endpoint::completions);
+    nucleus::sampling_params want;
+    k.set(want, k.probe);
+    CHECK(k.get(r.params) == k.get(want));
+    // The rest of the params stay at their defaults.
+    for (const nucleus::knob& other : nucleus::knobs)
+      if (other.number() && &other != &k) CHECK(other.get(r.params) == other.get(nucleus::sampling_params{}));
+    const double below = k.lo_open ? k.lo : k.lo - 1;
+    if (std::isfinite(k.lo) && below >= std::numeric_limits<int>::min())
+      CHECK(refused_as(nlohmann::json(below).dump()) == param);
+    // The sampler's own check of the same field maps to the same parameter name.
+    if (std::isfinite(k.lo)) {
+      nucleus::sampling_params bad;
+      k.set(bad, below);
+      try {
+        nucleus::sampler s(bad);
+        FAIL("accepted");
+      } catch (const std::invalid_argument& e) {
+        CHECK(srv::sampler_error(e).param == param);
+      }
+    }
+    ++numbers;
+  }
+  CHECK(numbers >= 25);
+  // The kinds with their own shapes.
+  const srv::generation_request r = srv::parse_request(
+      R"({"prompt": "x", "seed": 7, "logprobs": 2, "logit_bias": {"5": -1.5}, "nucleus": {"logprobs_mode": "processed",
+          "allowed_token_ids": [1, 2], "banned_token_ids": [3], "dry_sequence_breakers": ["\n"]}})",
+      srv::endpoint::completions);
+  CHECK(r.seed == 7u);
+  CHECK(r.logprobs == 2);
+  CHECK(r.params.logprobs_mode == nucleus::logprob_mode::processed);
+  CHECK(r.params.allowed_token_ids == std::vector<std::int32_t>{1, 2});
+  CHECK(r.params.banned_token_ids == std::vector<std::int32_t>{3});
+  CHECK(r.dry_breakers == std::vector<std::string>{"\n"});
+  REQUIRE(r.params.logit_bias.size() == 1);
+  CHECK(r.params.logit_bias[0].token == 5);
+  CHECK(r.params.logit_bias[0].bias == -1.5f);
+}

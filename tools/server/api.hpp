@@ -14,7 +14,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
-#include <nucleus/engine/params.hpp>
+#include <nucleus/engine/knobs.hpp>
 
 namespace nucleus::server {
 
@@ -177,76 +177,61 @@ inline std::vector<std::string> strings(const json& v, const std::string& param,
 
 inline engine_order preset(const json& v, const std::string& param) {
   const std::string s = string(v, param);
-  if (s == "nucleus") return engine_order::nucleus;
-  if (s == "vllm") return engine_order::vllm;
-  if (s == "hf") return engine_order::hf;
-  if (s == "llama_cpp") return engine_order::llama_cpp;
+  for (const nucleus::detail::engine_order_info& e : nucleus::detail::engine_orders)
+    if (s == e.name) return e.order;
   bad_request(param, "must be one of nucleus, vllm, hf, llama_cpp");
 }
 
-// The nucleus-only knobs, under "nucleus": {...}; each named "nucleus.FIELD" in errors.
-inline void parse_extension(const json& ext, generation_request& r, const limits& lim) {
-  if (!ext.is_object()) wrong_type("nucleus", ext, "an object");
+// A knob the table (engine/knobs.hpp) carries at `place`, parsed into r; false if `key` is none.
+// Numbers are checked against the table's range here, so the error names the request's own field.
+inline bool table_knob(const std::string& key, const json& v, json_place place, const std::string& param,
+                       generation_request& r, const limits& lim) {
+  const knob* k = find_knob(key);
+  if (!k || k->place != place) return false;
   sampling_params& p = r.params;
-  for (const auto& [key, v] : ext.items()) {
-    const std::string param = "nucleus." + key;
-    if (key == "preset")
-      r.order = preset(v, param);
-    else if (key == "typical_p")
-      p.typical_p = real(v, param);
-    else if (key == "top_n_sigma")
-      p.top_n_sigma = real(v, param);
-    else if (key == "xtc_probability")
-      p.xtc_probability = real(v, param);
-    else if (key == "xtc_threshold")
-      p.xtc_threshold = real(v, param);
-    else if (key == "epsilon_cutoff")
-      p.epsilon_cutoff = real(v, param);
-    else if (key == "eta_cutoff")
-      p.eta_cutoff = real(v, param);
-    else if (key == "min_keep")
-      p.min_keep = int32(v, param);
-    else if (key == "dynatemp_range")
-      p.dynatemp_range = real(v, param);
-    else if (key == "dynatemp_exponent")
-      p.dynatemp_exponent = real(v, param);
-    else if (key == "mirostat")
-      p.mirostat = int32(v, param);
-    else if (key == "mirostat_tau")
-      p.mirostat_tau = real(v, param);
-    else if (key == "mirostat_eta")
-      p.mirostat_eta = real(v, param);
-    else if (key == "penalty_last_n")
-      p.penalty_last_n = int32(v, param);
-    else if (key == "dry_multiplier")
-      p.dry_multiplier = real(v, param);
-    else if (key == "dry_base")
-      p.dry_base = real(v, param);
-    else if (key == "dry_allowed_length")
-      p.dry_allowed_length = int32(v, param);
-    else if (key == "dry_penalty_last_n")
-      p.dry_penalty_last_n = int32(v, param);
-    else if (key == "dry_sequence_breakers")
+  switch (k->kind) {
+    case knob_kind::real:
+    case knob_kind::integer: {
+      const double x = k->kind == knob_kind::real ? double(real(v, param)) : double(int32(v, param));
+      if (!k->in_range(x)) bad_request(param, k->rule);
+      k->set(p, x);
+      return true;
+    }
+    case knob_kind::token_ids:
+      (key == "allowed_token_ids" ? p.allowed_token_ids : p.banned_token_ids) = token_ids(v, param, lim);
+      return true;
+    case knob_kind::breakers:  // strings: the server tokenizes them with the model's vocabulary
       r.dry_breakers = strings(v, param, lim.max_breakers);
-    else if (key == "no_repeat_ngram_size")
-      p.no_repeat_ngram_size = int32(v, param);
-    else if (key == "allowed_token_ids")
-      p.allowed_token_ids = token_ids(v, param, lim);
-    else if (key == "banned_token_ids")
-      p.banned_token_ids = token_ids(v, param, lim);
-    else if (key == "ignore_eos")
-      r.ignore_eos = boolean(v, param);
-    else if (key == "logprobs_mode") {
+      return true;
+    case knob_kind::mode: {
       const std::string m = string(v, param);
       if (m == "raw")
         p.logprobs_mode = logprob_mode::raw;
       else if (m == "processed")
         p.logprobs_mode = logprob_mode::processed;
       else
-        bad_request(param, "must be raw or processed");
-    } else {
-      bad_request(param, "unknown field");
+        bad_request(param, k->rule);
+      return true;
     }
+    case knob_kind::bias:  // the request's own shapes: parse_request reads these
+    case knob_kind::seed:
+    case knob_kind::logprobs:
+      return false;
+  }
+  return false;
+}
+
+// The nucleus-only knobs, under "nucleus": {...}; each named "nucleus.FIELD" in errors.
+inline void parse_extension(const json& ext, generation_request& r, const limits& lim) {
+  if (!ext.is_object()) wrong_type("nucleus", ext, "an object");
+  for (const auto& [key, v] : ext.items()) {
+    const std::string param = "nucleus." + key;
+    if (key == "preset")
+      r.order = preset(v, param);
+    else if (key == "ignore_eos")
+      r.ignore_eos = boolean(v, param);
+    else if (!table_knob(key, v, json_place::extension, param, r, lim))
+      bad_request(param, "unknown field");
   }
 }
 
@@ -330,15 +315,7 @@ inline generation_request parse_request(std::string_view body, endpoint kind, co
       have_prompt = true;
     } else if (key == "max_tokens" || (chat && key == "max_completion_tokens")) {
       if (!v.is_null()) r.max_tokens = int32(v, key, 1);
-    } else if (key == "temperature")
-      p.temperature = real(v, key);
-    else if (key == "top_p")
-      p.top_p = real(v, key);
-    else if (key == "top_k")
-      p.top_k = int32(v, key, -1);
-    else if (key == "min_p")
-      p.min_p = real(v, key);
-    else if (key == "seed") {
+    } else if (key == "seed") {
       if (!v.is_null())
         r.seed = static_cast<std::uint64_t>(integer(v, key, std::numeric_limits<std::int64_t>::min(),
                                                     std::numeric_limits<std::int64_t>::max()));
@@ -352,14 +329,6 @@ inline generation_request parse_request(std::string_view body, endpoint kind, co
       top_logprobs = &v;
     else if (key == "echo" && kind == endpoint::completions)
       r.echo = boolean(v, key);
-    else if (key == "presence_penalty")
-      p.presence_penalty = real(v, key);
-    else if (key == "frequency_penalty")
-      p.frequency_penalty = real(v, key);
-    else if (key == "repetition_penalty")
-      p.repetition_penalty = real(v, key);
-    else if (key == "min_tokens")
-      p.min_tokens = int32(v, key, 0);
     else if (key == "logit_bias") {
       if (v.is_null()) continue;
       if (!v.is_object()) wrong_type(key, v, "an object of token id -> bias");
@@ -402,7 +371,7 @@ inline generation_request parse_request(std::string_view body, endpoint kind, co
       r.top = int32(v, key, 1, 100);
     else if (key == "nucleus")
       parse_extension(v, r, lim);
-    else
+    else if (!table_knob(key, v, json_place::top, key, r, lim))
       bad_request(key, "unknown field");
   }
   if (!have_prompt) bad_request(kind == endpoint::chat ? "messages" : "prompt", "required");
@@ -439,19 +408,9 @@ inline api_error sampler_error(const std::invalid_argument& e) {
         what.substr(prefix.size(), colon == std::string::npos ? std::string::npos : colon - prefix.size());
     if (colon != std::string::npos) message = what.substr(colon + 2);
   }
-  static const char* top_level[] = {"temperature",
-                                    "top_p",
-                                    "top_k",
-                                    "min_p",
-                                    "presence_penalty",
-                                    "frequency_penalty",
-                                    "repetition_penalty",
-                                    "logit_bias",
-                                    "min_tokens",
-                                    "logprobs",
-                                    "seed"};
-  bool top = field.empty();
-  for (const char* t : top_level) top = top || field == t;
+  // Where the table carries the field: at the top level, or in the "nucleus" extension.
+  const knob* k = find_knob(field);
+  const bool top = field.empty() || (k && k->place == json_place::top);
   const std::string param = top ? field : "nucleus." + field;
   return api_error(400, param, param.empty() ? message : param + ": " + message);
 }

@@ -1,10 +1,8 @@
-// What rides in a request: the sampling knobs, validated once when a sampler is built from them.
+// What rides in a request: the sampling knobs, validated once when a sampler is built from them
+// (engine/knobs.hpp describes each field: its range, its engines, its name in a request).
 #pragma once
 
-#include <cmath>
 #include <cstdint>
-#include <stdexcept>
-#include <string>
 #include <vector>
 
 namespace nucleus {
@@ -77,122 +75,5 @@ struct sampling_params {
   int logprobs = -1;
   logprob_mode logprobs_mode = logprob_mode::raw;
 };
-
-namespace detail {
-
-[[noreturn]] inline void bad_param(const char* field, const std::string& what) {
-  throw std::invalid_argument(std::string("nucleus::sampling_params.") + field + ": " + what);
-}
-
-inline void check_ids(const char* field, const std::vector<std::int32_t>& ids) {
-  for (std::int32_t t : ids)
-    if (t < 0) bad_param(field, "token id " + std::to_string(t) + " is negative");
-}
-
-}  // namespace detail
-
-// A preset rejects the fields its engine has no stage for; mirostat replaces the truncation stages.
-inline void check_order(const sampling_params& p, engine_order order) {
-  using detail::bad_param;
-  struct knob {
-    const char* field;
-    bool set;
-    bool vllm, hf, llama_cpp;  // which engines have it
-    bool truncates;            // replaced by mirostat
-  };
-  const knob knobs[] = {
-      {"top_k", p.top_k > 0, true, true, true, true},
-      {"top_p", p.top_p < 1.0f, true, true, true, true},
-      {"min_p", p.min_p > 0.0f, true, true, true, true},
-      {"typical_p", p.typical_p < 1.0f, false, true, true, true},
-      {"top_n_sigma", p.top_n_sigma > 0.0f, false, false, true, true},
-      {"xtc_probability", p.xtc_probability > 0.0f, false, false, true, true},
-      {"epsilon_cutoff", p.epsilon_cutoff > 0.0f, false, true, false, true},
-      {"eta_cutoff", p.eta_cutoff > 0.0f, false, true, false, true},
-      {"min_keep", p.min_keep > 1, false, true, true, true},
-      {"dynatemp_range", p.dynatemp_range > 0.0f, false, false, true, true},
-      {"mirostat", p.mirostat != 0, false, false, true, false},
-      {"presence_penalty", p.presence_penalty != 0.0f, true, false, true, false},
-      {"frequency_penalty", p.frequency_penalty != 0.0f, true, false, true, false},
-      {"dry_multiplier", p.dry_multiplier > 0.0f, false, false, true, false},
-      {"no_repeat_ngram_size", p.no_repeat_ngram_size > 0, false, true, false, false},
-  };
-  for (const knob& k : knobs) {
-    if (!k.set) continue;
-    if (order == engine_order::vllm && !k.vllm)
-      bad_param(k.field, "the vllm order has no such stage (vLLM has none)");
-    if (order == engine_order::hf && !k.hf)
-      bad_param(k.field, "the hf order has no such stage (Hugging Face has none)");
-    if (order == engine_order::llama_cpp && !k.llama_cpp)
-      bad_param(k.field, "the llama_cpp order has no such stage (llama.cpp has none)");
-    if (p.mirostat != 0 && k.truncates)
-      bad_param(k.field, "mirostat replaces the truncation stages: leave this field at its default");
-  }
-  // llama.cpp's mirostat chain is logit bias, temperature, mirostat: no penalties there.
-  if (p.mirostat != 0 && order == engine_order::llama_cpp) {
-    if (p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f ||
-        p.dry_multiplier > 0.0f)
-      bad_param(p.repetition_penalty != 1.0f  ? "repetition_penalty"
-                : p.presence_penalty != 0.0f  ? "presence_penalty"
-                : p.frequency_penalty != 0.0f ? "frequency_penalty"
-                                              : "dry_multiplier",
-                "llama.cpp applies no penalty with mirostat");
-  }
-}
-
-// Throws std::invalid_argument naming the first bad field. Ids are checked against the vocabulary
-// when a row is sampled (status::invalid_input), since a sampler does not know V.
-inline void validate(const sampling_params& p, engine_order order) {
-  using detail::bad_param;
-  if (!(p.temperature >= 0.0f) || std::isinf(p.temperature))
-    bad_param("temperature", "must be finite and >= 0 (0 means greedy)");
-  if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) bad_param("top_p", "must be in (0, 1]");
-  if (!(p.min_p >= 0.0f && p.min_p <= 1.0f)) bad_param("min_p", "must be in [0, 1]");
-  if (!(p.repetition_penalty > 0.0f) || std::isinf(p.repetition_penalty))
-    bad_param("repetition_penalty", "must be finite and > 0 (1 disables)");
-  if (!std::isfinite(p.presence_penalty)) bad_param("presence_penalty", "must be finite");
-  if (!std::isfinite(p.frequency_penalty)) bad_param("frequency_penalty", "must be finite");
-  if (p.penalty_last_n < -1) bad_param("penalty_last_n", "must be -1 (all), 0 (none) or a count");
-  if (!(p.typical_p > 0.0f && p.typical_p <= 1.0f)) bad_param("typical_p", "must be in (0, 1] (1 disables)");
-  if (!std::isfinite(p.top_n_sigma)) bad_param("top_n_sigma", "must be finite (<= 0 disables)");
-  if (!(p.xtc_probability >= 0.0f && p.xtc_probability <= 1.0f))
-    bad_param("xtc_probability", "must be in [0, 1]");
-  if (!(p.xtc_threshold >= 0.0f && p.xtc_threshold <= 1.0f))
-    bad_param("xtc_threshold", "must be in [0, 1] (> 0.5 disables)");
-  if (!(p.epsilon_cutoff >= 0.0f && p.epsilon_cutoff < 1.0f))
-    bad_param("epsilon_cutoff", "must be in [0, 1) (0 disables)");
-  if (!(p.eta_cutoff >= 0.0f && p.eta_cutoff < 1.0f))
-    bad_param("eta_cutoff", "must be in [0, 1) (0 disables)");
-  if (p.min_keep < 1) bad_param("min_keep", "must be >= 1 (1 is no floor; llama.cpp's 0 means 1)");
-  if (!std::isfinite(p.dynatemp_range)) bad_param("dynatemp_range", "must be finite (<= 0 disables)");
-  if (!(p.dynatemp_exponent >= 0.0f) || std::isinf(p.dynatemp_exponent))
-    bad_param("dynatemp_exponent", "must be finite and >= 0");
-  if (p.mirostat < 0 || p.mirostat > 2) bad_param("mirostat", "must be 0 (off), 1 or 2");
-  if (!(p.mirostat_tau >= 0.0f) || std::isinf(p.mirostat_tau))
-    bad_param("mirostat_tau", "must be finite and >= 0");
-  if (!(p.mirostat_eta >= 0.0f) || std::isinf(p.mirostat_eta))
-    bad_param("mirostat_eta", "must be finite and >= 0");
-  if (!(p.dry_multiplier >= 0.0f) || std::isinf(p.dry_multiplier))
-    bad_param("dry_multiplier", "must be finite and >= 0 (0 disables)");
-  if (!(p.dry_base >= 1.0f) || std::isinf(p.dry_base)) bad_param("dry_base", "must be finite and >= 1");
-  if (p.dry_allowed_length < 0) bad_param("dry_allowed_length", "must be >= 0");
-  if (p.dry_penalty_last_n < -1) bad_param("dry_penalty_last_n", "must be -1 (all), 0 (none) or a count");
-  for (const auto& seq : p.dry_sequence_breakers) {
-    if (seq.empty()) bad_param("dry_sequence_breakers", "a breaker must hold at least one token");
-    detail::check_ids("dry_sequence_breakers", seq);
-  }
-  if (p.no_repeat_ngram_size < 0) bad_param("no_repeat_ngram_size", "must be >= 0 (0 disables)");
-  check_order(p, order);
-  for (const token_bias& b : p.logit_bias) {
-    if (b.token < 0) bad_param("logit_bias", "token id " + std::to_string(b.token) + " is negative");
-    if (!std::isfinite(b.bias)) bad_param("logit_bias", "bias must be finite");
-  }
-  detail::check_ids("allowed_token_ids", p.allowed_token_ids);
-  detail::check_ids("banned_token_ids", p.banned_token_ids);
-  detail::check_ids("eos_token_ids", p.eos_token_ids);
-  if (p.min_tokens < 0) bad_param("min_tokens", "must be >= 0");
-  if (p.logprobs < -1 || p.logprobs > max_logprobs)
-    bad_param("logprobs", "must be -1 (none) or in [0, " + std::to_string(max_logprobs) + "]");
-}
 
 }  // namespace nucleus

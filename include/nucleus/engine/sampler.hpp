@@ -13,7 +13,7 @@
 
 #include "nucleus/core/chain.hpp"
 #include "nucleus/core/logit_types.hpp"
-#include "nucleus/engine/params.hpp"
+#include "nucleus/engine/knobs.hpp"
 #include "nucleus/engine/processors.hpp"
 #include "nucleus/ops/top_logprobs.hpp"
 #include "nucleus/simd/targets.hpp"
@@ -57,20 +57,86 @@ struct row_result {
 
 namespace detail {
 struct sampler_access;  // nucleus/sharded: the chain and processors a sampler runs
-}
+
+// The stage each slot of an engine order holds (engine/orders.hpp), made from a request's knobs.
+// min_keep goes to every truncation stage of the order (vLLM's validation leaves it at 1).
+template <slot S>
+struct stage_at;
+template <>
+struct stage_at<slot::temp> {
+  static temperature_stage make(const sampling_params& p, const engine_order_info& e) {
+    return {{}, chain_temperature(e.order, p.temperature)};
+  }
+};
+template <>
+struct stage_at<slot::dyn> {
+  static dynamic_temperature_stage make(const sampling_params& p, const engine_order_info& e) {
+    return {{}, chain_temperature(e.order, p.temperature), p.dynatemp_range, p.dynatemp_exponent};
+  }
+};
+template <>
+struct stage_at<slot::sigma> {
+  static top_n_sigma_stage make(const sampling_params& p, const engine_order_info&) {
+    return {{}, p.top_n_sigma};
+  }
+};
+template <>
+struct stage_at<slot::top_k> {
+  static top_k_stage make(const sampling_params& p, const engine_order_info& e) {
+    const int k = e.top_k_min_keep && p.top_k > 0 ? std::max(p.top_k, p.min_keep) : p.top_k;
+    return {{}, k, e.top_k_ties};
+  }
+};
+template <>
+struct stage_at<slot::typical> {
+  static typical_stage make(const sampling_params& p, const engine_order_info&) {
+    return {{}, p.typical_p, static_cast<std::size_t>(p.min_keep)};
+  }
+};
+template <>
+struct stage_at<slot::top_p> {
+  static top_p_stage make(const sampling_params& p, const engine_order_info&) {
+    return {{}, p.top_p, static_cast<std::size_t>(p.min_keep)};
+  }
+};
+template <>
+struct stage_at<slot::min_p> {
+  static min_p_stage make(const sampling_params& p, const engine_order_info&) {
+    return {{}, p.min_p, static_cast<std::size_t>(p.min_keep)};
+  }
+};
+template <>
+struct stage_at<slot::eps> {
+  static epsilon_cutoff_stage make(const sampling_params& p, const engine_order_info&) {
+    return {{}, p.epsilon_cutoff, static_cast<std::size_t>(p.min_keep)};
+  }
+};
+template <>
+struct stage_at<slot::eta> {
+  static eta_cutoff_stage make(const sampling_params& p, const engine_order_info&) {
+    return {{}, p.eta_cutoff, static_cast<std::size_t>(p.min_keep)};
+  }
+};
+template <>
+struct stage_at<slot::xtc> {
+  static xtc_stage make(const sampling_params& p, const engine_order_info&) {
+    return {{}, p.xtc_probability, p.xtc_threshold, static_cast<std::size_t>(p.min_keep)};
+  }
+};
+
+// An engine's chain type: its order's stages, then the categorical draw.
+template <engine_order O, std::size_t... I>
+auto engine_chain_of(std::index_sequence<I...>)
+    -> chain<decltype(stage_at<order_info(O).slots[I]>::make(std::declval<const sampling_params&>(),
+                                                             order_info(O)))...,
+             categorical_stage>;
+template <engine_order O>
+using engine_chain = decltype(engine_chain_of<O>(std::make_index_sequence<order_info(O).size>{}));
+
+}  // namespace detail
 
 class sampler {
   friend struct detail::sampler_access;
-
-  // Each engine's order (docs/semantics.md). A stage whose knob is at its default does nothing.
-  using nucleus_chain =
-      chain<dynamic_temperature_stage, top_n_sigma_stage, top_k_stage, typical_stage, top_p_stage,
-            min_p_stage, epsilon_cutoff_stage, eta_cutoff_stage, xtc_stage, categorical_stage>;
-  using vllm_chain = chain<temperature_stage, min_p_stage, top_k_stage, top_p_stage, categorical_stage>;
-  using hf_chain = chain<temperature_stage, top_k_stage, top_p_stage, min_p_stage, typical_stage,
-                         epsilon_cutoff_stage, eta_cutoff_stage, categorical_stage>;
-  using llama_cpp_chain = chain<top_n_sigma_stage, top_k_stage, typical_stage, top_p_stage, min_p_stage,
-                                xtc_stage, dynamic_temperature_stage, categorical_stage>;
 
  public:
   // Throws std::invalid_argument naming the first bad field of p.
@@ -214,7 +280,9 @@ class sampler {
     r.top_count = static_cast<std::uint32_t>(c);
   }
 
-  using any_chain = std::variant<nucleus_chain, vllm_chain, hf_chain, llama_cpp_chain>;
+  using any_chain =
+      std::variant<detail::engine_chain<engine_order::nucleus>, detail::engine_chain<engine_order::vllm>,
+                   detail::engine_chain<engine_order::hf>, detail::engine_chain<engine_order::llama_cpp>>;
 
   mirostat_v1_stage mirostat_v1(const row_request& rq) const noexcept {
     return {{}, params_.mirostat_tau, params_.mirostat_eta, 100, rq.mirostat_mu};
@@ -223,38 +291,29 @@ class sampler {
     return {{}, params_.mirostat_tau, params_.mirostat_eta, rq.mirostat_mu};
   }
 
+  template <engine_order O, std::size_t... I>
+  static detail::engine_chain<O> build_chain(const sampling_params& p, std::index_sequence<I...>) {
+    constexpr const detail::engine_order_info& e = detail::order_info(O);
+    return detail::engine_chain<O>(detail::stage_at<e.slots[I]>::make(p, e)..., categorical_stage{});
+  }
+  template <engine_order O>
+  static detail::engine_chain<O> build_chain(const sampling_params& p) {
+    return build_chain<O>(p, std::make_index_sequence<detail::order_info(O).size>{});
+  }
+
   static any_chain make_chain(const sampling_params& p, engine_order order) {
     validate(p, order);
-    float t = p.temperature;
-    if (order == engine_order::vllm && t < 1e-5f) t = 0.0f;  // vLLM samples greedily below 1e-5
-    // min_keep goes to each stage its engine gives it to (validate() left it at 1 for vllm): llama.cpp
-    // to top-p, min-p, typical and xtc; HF to top-k (raising k), top-p, min-p, typical, ε and η;
-    // nucleus to all of these.
-    const auto keep = static_cast<std::size_t>(p.min_keep);
-    const int k_floor = p.top_k > 0 ? std::max(p.top_k, p.min_keep) : p.top_k;
-    const temperature_stage temp{{}, t};
-    const dynamic_temperature_stage dyn{{}, t, p.dynatemp_range, p.dynatemp_exponent};
-    const top_p_stage tp{{}, p.top_p, keep};
-    const min_p_stage mp{{}, p.min_p, keep};
-    const typical_stage typ{{}, p.typical_p, keep};
-    const top_n_sigma_stage sigma{{}, p.top_n_sigma};
-    const xtc_stage x{{}, p.xtc_probability, p.xtc_threshold, keep};
-    const epsilon_cutoff_stage eps{{}, p.epsilon_cutoff, keep};
-    const eta_cutoff_stage eta{{}, p.eta_cutoff, keep};
     switch (order) {
       case engine_order::vllm:
-        return vllm_chain(temp, mp, top_k_stage{{}, p.top_k, ties::keep}, tp, categorical_stage{});
+        return build_chain<engine_order::vllm>(p);
       case engine_order::hf:
-        return hf_chain(temp, top_k_stage{{}, k_floor, ties::keep}, tp, mp, typ, eps, eta,
-                        categorical_stage{});
+        return build_chain<engine_order::hf>(p);
       case engine_order::llama_cpp:
-        return llama_cpp_chain(sigma, top_k_stage{{}, p.top_k, ties::exact}, typ, tp, mp, x, dyn,
-                               categorical_stage{});
+        return build_chain<engine_order::llama_cpp>(p);
       case engine_order::nucleus:
         break;
     }
-    return nucleus_chain(dyn, sigma, top_k_stage{{}, k_floor, ties::exact}, typ, tp, mp, eps, eta, x,
-                         categorical_stage{});
+    return build_chain<engine_order::nucleus>(p);
   }
 
   sampling_params params_;

@@ -21,34 +21,6 @@ namespace nucleus {
 
 namespace detail {
 
-// The slots of the presets' chains (engine/sampler.hpp), in each engine's order.
-enum class slot : std::uint8_t { temp, dyn, sigma, top_k, typical, top_p, min_p, eps, eta, xtc, none };
-
-struct preset_order {
-  engine_order order;
-  std::array<slot, 9> slots;  // slot::none pads
-  ties tie_rule;
-};
-
-inline constexpr preset_order preset_orders[] = {
-    {engine_order::nucleus,
-     {slot::dyn, slot::sigma, slot::top_k, slot::typical, slot::top_p, slot::min_p, slot::eps, slot::eta,
-      slot::xtc},
-     ties::exact},
-    {engine_order::hf,
-     {slot::temp, slot::top_k, slot::top_p, slot::min_p, slot::typical, slot::eps, slot::eta, slot::none,
-      slot::none},
-     ties::keep},
-    {engine_order::llama_cpp,
-     {slot::sigma, slot::top_k, slot::typical, slot::top_p, slot::min_p, slot::xtc, slot::dyn, slot::none,
-      slot::none},
-     ties::exact},
-    {engine_order::vllm,
-     {slot::temp, slot::min_p, slot::top_k, slot::top_p, slot::none, slot::none, slot::none, slot::none,
-      slot::none},
-     ties::keep},
-};
-
 // One active stage of a chain: its slot (temperature may take either temperature slot) and how it
 // sets the sampling_params. Inactive stages (a knob at its "off" value) return nothing.
 struct chain_step {
@@ -134,21 +106,21 @@ std::optional<chain_step> step_of(const S& st) {
 }
 
 // Tries one engine's order: every active step in a later slot than the one before it.
-inline std::optional<sampling_params> fit(const preset_order& po, std::span<const chain_step> steps,
+inline std::optional<sampling_params> fit(const engine_order_info& po, std::span<const chain_step> steps,
                                           sampling_params p) {
   std::size_t at = 0;
   for (const chain_step& c : steps) {
     bool placed = false;
-    for (; at < po.slots.size() && !placed; ++at) {
+    for (; at < po.size && !placed; ++at) {
       const slot s = po.slots[at];
       placed = s == c.where || (c.either_temperature && (s == slot::temp || s == slot::dyn));
     }
     if (!placed) return std::nullopt;
-    if (c.where == slot::top_k && c.tie_rule != po.tie_rule) return std::nullopt;
+    if (c.where == slot::top_k && c.tie_rule != po.top_k_ties) return std::nullopt;
     c.set(p, c.stage);
   }
-  // vLLM's preset samples greedily below T = 1e-5, where a chain would not.
-  if (po.order == engine_order::vllm && p.temperature > 0.0f && p.temperature < 1e-5f) return std::nullopt;
+  // vLLM's preset samples greedily below vllm_greedy_below, where a chain would not.
+  if (p.temperature > 0.0f && p.temperature < po.greedy_below) return std::nullopt;
   return p;
 }
 
@@ -204,8 +176,10 @@ sampler sampler_for(const chain<S...>& c, std::uint64_t seed) {
   if (std::is_same_v<last, argmax_stage>)
     throw std::invalid_argument("nucleus::sampler_for: argmax() after xtc() maps to no engine order");
   const std::span<const detail::chain_step> steps(buf.data(), n);
-  for (const detail::preset_order& po : detail::preset_orders)
-    if (auto p = detail::fit(po, steps, base)) return sampler(*p, po.order);
+  // Tried in this order: a chain that fits several maps to the first.
+  for (engine_order o :
+       {engine_order::nucleus, engine_order::hf, engine_order::llama_cpp, engine_order::vllm})
+    if (auto p = detail::fit(detail::order_info(o), steps, base)) return sampler(*p, o);
   std::string names;
   for (const auto& s : steps) names += std::string(names.empty() ? "" : ", ") + s.name;
   throw std::invalid_argument("nucleus::sampler_for: the stages (" + names +

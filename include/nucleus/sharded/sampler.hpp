@@ -66,11 +66,10 @@ class shard_sampler {
   // The path rows of sampler s take.
   static path route_of(const sampler& s) noexcept {
     const sampling_params& p = s.params();
-    const bool exotic = p.mirostat != 0 || p.typical_p < 1.0f || p.top_n_sigma > 0.0f ||
-                        (p.xtc_probability > 0.0f && p.xtc_threshold <= 0.5f) || p.epsilon_cutoff > 0.0f ||
-                        p.eta_cutoff > 0.0f || p.dynatemp_range > 0.0f || min_keep_of(p) > 1;
+    // Any knob the table (engine/knobs.hpp) marks gather, when it acts, gathers the row.
+    for (const knob& k : knobs)
+      if (k.shard == shard_rule::gather && k.on && k.on(p)) return path::gather;
     const float t = temperature_of(s);
-    if (exotic) return path::gather;
     if (t == 0.0f || !(1.0f / t <= std::numeric_limits<float>::max()))
       return path::greedy;  // greedy at any point of the chain: the row's argmax
     if (p.top_k > 0) return path::top_k;
@@ -201,16 +200,7 @@ class shard_sampler {
 
   static float temperature_of(const sampler& s) noexcept {
     const float t = s.params().temperature;
-    return s.order() == engine_order::vllm && t < 1e-5f ? 0.0f : t;  // as the vllm preset
-  }
-
-  template <class P>
-  static int min_keep_of(const P& p) {
-    if constexpr (requires { p.min_keep; }) {
-      return static_cast<int>(p.min_keep);
-    } else {
-      return 1;
-    }
+    return detail::chain_temperature(s.order(), t);  // as the preset's chain
   }
 
   // The sampler's chain with top-p switched off: what runs on survivors top-p has already cut.

@@ -1,0 +1,103 @@
+// The C++ side of python/tests/test_same_bits.py: samples the cases of a JSON file with nc::sampler
+// row by row (built with this project's flags, where the Python module has none) and prints one line
+// per case, "token logprob-bits rank status top-id:logprob-bits...". The rows are the test's own files.
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "nucleus/engine.hpp"
+#include "nucleus/engine/knobs.hpp"
+
+namespace nc = nucleus;
+using json = nlohmann::json;
+
+namespace {
+
+// rows * vocab elements of T from a raw little-endian file written by the test.
+template <class T>
+std::vector<T> read_rows(const std::string& path, std::size_t n) {
+  std::vector<T> out(n);
+  std::ifstream f(path, std::ios::binary);
+  f.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(n * sizeof(T)));
+  if (!f) throw std::runtime_error("short file " + path);
+  return out;
+}
+
+nc::sampling_params params_of(const json& j) {
+  nc::sampling_params p;
+  for (const auto& [key, v] : j.items()) {
+    const nc::knob* k = nc::find_knob(key);
+    if (!k) throw std::runtime_error("unknown knob " + key);
+    if (k->number())
+      k->set(p, v.get<double>());
+    else if (key == "allowed_token_ids")
+      p.allowed_token_ids = v.get<std::vector<std::int32_t>>();
+    else if (key == "banned_token_ids")
+      p.banned_token_ids = v.get<std::vector<std::int32_t>>();
+    else if (key == "logit_bias")
+      for (const auto& e : v) p.logit_bias.push_back({e[0].get<std::int32_t>(), e[1].get<float>()});
+    else if (key == "seed")
+      p.seed = v.get<std::uint64_t>();
+    else if (key == "logprobs")
+      p.logprobs = v.get<int>();
+    else if (key == "logprobs_mode")
+      p.logprobs_mode = v.get<std::string>() == "raw" ? nc::logprob_mode::raw : nc::logprob_mode::processed;
+    else
+      throw std::runtime_error("no reader for " + key);
+  }
+  return p;
+}
+
+nc::engine_order order_of(const std::string& s) {
+  for (const auto& e : nc::detail::engine_orders)
+    if (s == e.name) return e.order;
+  throw std::runtime_error("unknown order " + s);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::cerr << "usage: nucleus_py_reference CASES.json\n";
+    return 2;
+  }
+  std::ifstream in(argv[1]);
+  const json spec = json::parse(in);
+  const auto vocab = spec["vocab"].get<std::size_t>();
+  const auto rows = spec["rows"].get<std::size_t>();
+  const auto prompt = spec["prompt"].get<std::vector<std::int32_t>>();
+  const auto output = spec["output"].get<std::vector<std::int32_t>>();
+  const auto f32 = read_rows<float>(spec["float32"].get<std::string>(), rows * vocab);
+  const auto bf = read_rows<nc::bf16>(spec["bfloat16"].get<std::string>(), rows * vocab);
+  const auto hf = read_rows<nc::f16>(spec["float16"].get<std::string>(), rows * vocab);
+  nc::workspace ws;
+  for (const json& c : spec["cases"]) {
+    const nc::sampler s(params_of(c["params"]), order_of(c["order"].get<std::string>()));
+    const auto r = c["row"].get<std::size_t>();
+    float mu = 2.0f * s.params().mirostat_tau;
+    const nc::row_request rq{prompt, output, {}, c["position"].get<std::uint64_t>(), &mu, 0};
+    std::vector<nc::token_logprob> top(s.top_n());
+    const std::string dtype = c["dtype"].get<std::string>();
+    nc::row_result res;
+    if (dtype == "float32")
+      res = s.sample(std::span<const float>(f32).subspan(r * vocab, vocab), ws, rq, top);
+    else if (dtype == "bfloat16")
+      res = s.sample(std::span<const nc::bf16>(bf).subspan(r * vocab, vocab), ws, rq, top);
+    else
+      res = s.sample(std::span<const nc::f16>(hf).subspan(r * vocab, vocab), ws, rq, top);
+    std::uint32_t bits;
+    std::memcpy(&bits, &res.logprob, 4);
+    std::printf("%d %08x %d %d", res.token, bits, res.rank, static_cast<int>(res.status));
+    for (std::uint32_t i = 0; i < res.top_count; ++i) {
+      std::memcpy(&bits, &top[i].logprob, 4);
+      std::printf(" %d:%08x", top[i].token, bits);
+    }
+    std::printf("\n");
+  }
+  return 0;
+}
