@@ -72,7 +72,7 @@ inline void keep_weight_at_least(row_state& s, double w_min) noexcept {
   // weight(e) = floor(e * 2^48) >= w_min  <=>  e * 2^48 >= ceil(w_min): a compare of e itself (e * 2^48
   // is exact in double). The least such logit, as an order-preserving integer.
   std::uint32_t cut = ordered(m);
-  for_each_exp_at_least(s, std::ceil(w_min) * 0x1p-48, [&](float v, std::size_t) {
+  for_each_exp_at_least(s, std::ceil(w_min) * detail::weight_ulp, [&](float v, std::size_t) {
     const std::uint32_t k = ordered(v);
     cut = k < cut ? k : cut;
   });

@@ -154,7 +154,8 @@ class sampler {
   // (a client's request) costs no more than k = V.
   std::size_t key_capacity(std::size_t vocab = std::numeric_limits<std::size_t>::max()) const noexcept {
     std::size_t k = params_.top_k > 0 ? static_cast<std::size_t>(params_.top_k) : 0;
-    if (params_.mirostat == 1) k = std::max<std::size_t>(k, 100);  // mirostat 1 reads its top m = 100
+    if (params_.mirostat == 1)
+      k = std::max<std::size_t>(k, mirostat_v1_tokens);  // mirostat 1 reads its top m
     return detail::select_capacity(std::min(std::max(k, top_n()), vocab));
   }
 
@@ -285,7 +286,7 @@ class sampler {
                    detail::engine_chain<engine_order::hf>, detail::engine_chain<engine_order::llama_cpp>>;
 
   mirostat_v1_stage mirostat_v1(const row_request& rq) const noexcept {
-    return {{}, params_.mirostat_tau, params_.mirostat_eta, 100, rq.mirostat_mu};
+    return {{}, params_.mirostat_tau, params_.mirostat_eta, mirostat_v1_tokens, rq.mirostat_mu};
   }
   mirostat_v2_stage mirostat_v2(const row_request& rq) const noexcept {
     return {{}, params_.mirostat_tau, params_.mirostat_eta, rq.mirostat_mu};

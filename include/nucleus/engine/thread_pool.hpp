@@ -21,6 +21,18 @@
 
 namespace nucleus {
 
+namespace detail {
+// One step of a spin-wait: the CPU's pause (x86) or yield (Arm) hint, so a spinning thread gives its
+// core's other hardware thread room and saves power.
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__) || defined(__arm__)
+  asm volatile("yield");
+#endif
+}
+}  // namespace detail
+
 template <class E>
 concept executor = requires(E& e, const E& ce, void (*f)(std::size_t, std::size_t)) {
   { ce.concurrency() } -> std::convertible_to<std::size_t>;
@@ -120,9 +132,7 @@ class thread_pool {
   static bool spin_until(Ready&& ready) noexcept {
     for (int i = 0; i < spin_limit; ++i) {
       if (ready()) return true;
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#endif
+      detail::cpu_relax();
     }
     return ready();
   }

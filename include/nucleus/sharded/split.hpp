@@ -36,6 +36,9 @@ class spin_barrier {
     arrived_.store(0, std::memory_order_relaxed);
     aborted_.store(false, std::memory_order_relaxed);
   }
+  // Pauses before a waiter starts yielding its core: a round's partners arrive within microseconds.
+  static constexpr int spin_limit = 4000;
+
   // Returns false when a party gave up (abort()): the round will not complete.
   bool wait() noexcept {
     const std::uint64_t phase = phase_.load(std::memory_order_acquire);
@@ -46,10 +49,8 @@ class spin_barrier {
     }
     for (int i = 0; phase_.load(std::memory_order_acquire) == phase; ++i) {
       if (aborted_.load(std::memory_order_acquire)) return false;
-      if (i < 4000) {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
+      if (i < spin_limit) {
+        detail::cpu_relax();
       } else {
         std::this_thread::yield();
       }
@@ -57,9 +58,7 @@ class spin_barrier {
     return !aborted_.load(std::memory_order_acquire);
   }
   // A party that failed: every waiter returns false from now on, so none is left spinning.
-  void abort() noexcept {
-    aborted_.store(true, std::memory_order_release);
-  }
+  void abort() noexcept { aborted_.store(true, std::memory_order_release); }
 
  private:
   std::size_t parties_ = 1;

@@ -84,13 +84,15 @@ NUCLEUS_INLINE float scaled(float x, float shift, float scale) noexcept {
 // is exact: it depends on nothing but the inputs, not on order, SIMD width or where a row is split.
 using wsum = unsigned __int128;
 inline constexpr int weight_bits = 48;
+inline constexpr double weight_of_one = 0x1p48;  // the weight of e = 1: the row's maximum
+inline constexpr double weight_ulp = 0x1p-48;    // one unit of weight, as a fraction of e
 
 NUCLEUS_INLINE std::uint64_t weight(float e) noexcept {
-  return static_cast<std::uint64_t>(static_cast<double>(e) * 0x1p48);  // both steps exact
+  return static_cast<std::uint64_t>(static_cast<double>(e) * weight_of_one);  // both steps exact
 }
 // The sum as a real number (one rounding).
 inline double to_double(wsum w) noexcept {
-  return static_cast<double>(w) * 0x1p-48;
+  return static_cast<double>(w) * weight_ulp;
 }
 
 // One logit's part of the moments' sums (kernels/reduce.hpp: moment_sums): its weight into total,

@@ -68,7 +68,7 @@ inline bool weight_cut_floored(row_state& s, std::size_t min_keep, double w_min)
   if (floor_key == 0) return true;
   const float kv = key_value(floor_key);
   const float e = exp_scalar(scaled(kv, s.max_logit(), s.inv_temperature()));
-  if (static_cast<double>(e) >= std::ceil(w_min) * 0x1p-48) return false;
+  if (static_cast<double>(e) >= std::ceil(w_min) * detail::weight_ulp) return false;
   s.keep_scaled_at_least(0.0f, 1.0f, kv);
   return true;
 }

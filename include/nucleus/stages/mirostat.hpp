@@ -21,6 +21,10 @@
 
 namespace nucleus {
 
+// Mirostat 1.0 estimates its exponent from the top m tokens; llama.cpp's sampler and the engine
+// presets use m = 100.
+inline constexpr int mirostat_v1_tokens = 100;
+
 inline float mirostat_initial_mu(float tau) noexcept {
   return 2.0f * tau;
 }
@@ -61,7 +65,7 @@ struct mirostat_v2_stage : stage<mirostat_v2_stage> {
     const detail::wsum total =
         s.visit([&](const auto* x) { return detail::exp_sum(x, s.size(), m, inv, nullptr); });
     const double w_min = std::exp2(-static_cast<double>(*mu)) * static_cast<double>(total);
-    if (!(0x1p48 >= w_min)) {  // the maximum weighs 2^48
+    if (!(detail::weight_of_one >= w_min)) {  // the maximum weighs 2^48
       top_k_stage{{}, 1, ties::exact}.apply(s);
       return;
     }
@@ -127,7 +131,7 @@ inline mirostat_v2_stage mirostat_v2(float tau, float eta, float& mu) {
   return mirostat_v2_stage{{}, tau, eta, &mu};
 }
 
-inline mirostat_v1_stage mirostat(float tau, float eta, float& mu, int m = 100) {
+inline mirostat_v1_stage mirostat(float tau, float eta, float& mu, int m = mirostat_v1_tokens) {
   detail::mirostat_check("mirostat", tau, eta);
   if (m < 1) throw std::invalid_argument("nucleus::mirostat: m must be >= 1");
   return mirostat_v1_stage{{}, tau, eta, m, &mu};

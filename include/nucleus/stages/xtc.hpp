@@ -34,7 +34,7 @@ struct xtc_stage : stage<xtc_stage> {
         s.visit([&](const auto* x) { return detail::exp_sum(x, s.size(), m, inv, nullptr); });
     // p_i >= threshold  <=>  w_i >= threshold * total, on the exact weights; w_i = floor(e_i 2^48), so
     // that is e_i 2^48 >= ceil(threshold * total): a compare of e_i (exact in double).
-    const double e_min = std::ceil(static_cast<double>(threshold) * static_cast<double>(total)) * 0x1p-48;
+    const double e_min = std::ceil(static_cast<double>(threshold) * static_cast<double>(total)) * detail::weight_ulp;
     std::size_t above = 0;
     std::uint64_t last = ~std::uint64_t{0};  // the least likely token at or above the threshold
     detail::for_each_exp_at_least(s, e_min, [&](float v, std::size_t i) {
