@@ -211,7 +211,7 @@ inline std::vector<nucleus::isa>& targets() {
 inline bool parse_targets(std::string_view list) {
   std::vector<nucleus::isa> wanted;
   if (list == "all") {
-    wanted = {nucleus::isa::scalar, nucleus::isa::sse2, nucleus::isa::avx2, nucleus::isa::avx512};
+    wanted.assign(std::rbegin(nucleus::all_isas), std::rend(nucleus::all_isas));  // scalar first
   } else {
     while (!list.empty()) {
       const std::size_t comma = list.find(',');
@@ -219,7 +219,8 @@ inline bool parse_targets(std::string_view list) {
       const std::optional<nucleus::isa> t = nucleus::parse_isa(name);
       if (!t) {
         std::fprintf(
-            stderr, "nucleus bench: --nucleus_isa: unknown target '%.*s' (scalar, sse2, avx2, avx512, all)\n",
+            stderr,
+            "nucleus bench: --nucleus_isa: unknown target '%.*s' (scalar, sse2, avx2, avx512, neon, all)\n",
             static_cast<int>(name.size()), name.data());
         return false;
       }

@@ -299,7 +299,7 @@ int compare(const std::string& a, const std::string& b, std::size_t lines) {
 }
 
 int usage(const char* self) {
-  std::cerr << "usage: " << self << " OUT [N] [--isa scalar|sse2|avx2|avx512] | --compare A B [LINES]\n";
+  std::cerr << "usage: " << self << " OUT [N] [--isa scalar|sse2|avx2|avx512|neon] | --compare A B [LINES]\n";
   return 2;
 }
 

@@ -6,6 +6,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <random>
 #include <span>
@@ -28,8 +29,8 @@ double ulps(float got, double exact) {
 
 std::vector<isa> runnable() {
   std::vector<isa> r;
-  for (isa t : {isa::scalar, isa::sse2, isa::avx2, isa::avx512})
-    if (nucleus::isa_supported(t)) r.push_back(t);
+  for (auto t = std::rbegin(nucleus::all_isas); t != std::rend(nucleus::all_isas); ++t)  // scalar first
+    if (nucleus::isa_supported(*t)) r.push_back(*t);
   return r;
 }
 

@@ -119,7 +119,7 @@ void exp_store(const T* x, std::size_t n, float shift, float scale, float* out) 
 template <logit_type T>
 moment_totals moment_sums(const T* x, std::size_t n, float shift, float scale, float* out) noexcept {
   moment_totals r;
-#if NUCLEUS_TARGET_ISA == 0
+#if NUCLEUS_REG_SCALAR
   // One lane per register: the exp pass on its own (a loop the compiler may vectorize), then one
   // 64 x 64 -> 128-bit product per logit, fewer instructions than four 32 x 32 -> 64-bit ones.
   exp_store(x, n, shift, scale, out);

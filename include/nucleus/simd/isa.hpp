@@ -1,9 +1,9 @@
 // The instruction sets nucleus's kernels are compiled for, and the one they run on.
 //
 // Every kernel is compiled once per target (simd/targets.hpp) and the best one the CPU supports is
-// chosen once, at first use, from CPUID; NUCLEUS_ISA=scalar|sse2|avx2|avx512 in the environment or
-// set_isa() overrides it. All targets give the same bits (docs/semantics.md), so the choice is only
-// one of speed. Compile-time pins: NUCLEUS_NO_SIMD (scalar only) or NUCLEUS_ISA_ONLY=<0..3>.
+// chosen once, at first use, from CPUID; NUCLEUS_ISA=scalar|sse2|avx2|avx512|neon in the environment
+// or set_isa() overrides it. All targets give the same bits (docs/semantics.md), so the choice is
+// only one of speed. Compile-time pins: NUCLEUS_NO_SIMD (scalar only) or NUCLEUS_ISA_ONLY=<0..4>.
 #pragma once
 
 #include <atomic>
@@ -17,7 +17,11 @@
 
 namespace nucleus {
 
-enum class isa : int { scalar = 0, sse2 = 1, avx2 = 2, avx512 = 3 };
+enum class isa : int { scalar = 0, sse2 = 1, avx2 = 2, avx512 = 3, neon = 4 };
+
+// Every target nucleus has, fastest first: the dispatcher, the kernel tests and the benchmark read
+// this list. Which of them a build compiles and a CPU runs: isa_supported().
+inline constexpr isa all_isas[] = {isa::avx512, isa::avx2, isa::sse2, isa::neon, isa::scalar};
 
 namespace detail {
 
@@ -30,13 +34,23 @@ namespace detail {
 #else
 #define NUCLEUS_X86 0
 #endif
+// aarch64, where AdvSIMD is part of the baseline (little-endian: the lane order the kernels assume).
+#if defined(__aarch64__) && defined(__ARM_NEON) && !defined(__AARCH64EB__) && \
+    (defined(__GNUC__) || defined(__clang__))
+#define NUCLEUS_ARM64 1
+#else
+#define NUCLEUS_ARM64 0
+#endif
 
-// Which targets this build compiles: all x86 ones on x86 (no flags needed), scalar elsewhere.
+// Which targets this build compiles: all x86 ones on x86 (no flags needed), NEON and scalar on
+// aarch64, scalar elsewhere.
 constexpr bool compiled([[maybe_unused]] isa t) noexcept {
 #if defined(NUCLEUS_ISA_ONLY)
   return static_cast<int>(t) == NUCLEUS_ISA_ONLY;
 #elif NUCLEUS_X86
-  return true;
+  return t != isa::neon;
+#elif NUCLEUS_ARM64
+  return t == isa::neon || t == isa::scalar;
 #else
   return t == isa::scalar;
 #endif
@@ -63,8 +77,12 @@ inline bool cpu_has(isa t) noexcept {
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
              __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
+    case isa::neon:
+      return false;
   }
   return false;
+#elif NUCLEUS_ARM64
+  return t == isa::scalar || t == isa::neon;
 #else
   return t == isa::scalar;
 #endif
@@ -82,12 +100,14 @@ inline constexpr const char* isa_name(isa t) noexcept {
       return "avx2";
     case isa::avx512:
       return "avx512";
+    case isa::neon:
+      return "neon";
   }
   return "?";
 }
 
 inline constexpr std::optional<isa> parse_isa(std::string_view s) noexcept {
-  for (isa t : {isa::scalar, isa::sse2, isa::avx2, isa::avx512})
+  for (isa t : all_isas)
     if (s == isa_name(t)) return t;
   return std::nullopt;
 }
@@ -99,7 +119,7 @@ inline bool isa_supported(isa t) noexcept {
 
 // The fastest supported target.
 inline isa best_isa() noexcept {
-  for (isa t : {isa::avx512, isa::avx2, isa::sse2, isa::scalar})
+  for (isa t : all_isas)
     if (isa_supported(t)) return t;
   return isa::scalar;  // a pinned target the CPU lacks: it is what this build has
 }

@@ -25,7 +25,7 @@ struct mpack {
 // Unrolled where a pack is a few registers (the speed of AVX2 and AVX-512); a plain loop over 16 SSE2
 // registers or 64 scalars, which the compiler may unroll or not: unrolling them cost minutes of
 // compile time in every translation unit and bought little.
-#if NUCLEUS_TARGET_ISA >= 2
+#if NUCLEUS_REG_UNROLL
 #define NUCLEUS_PACK_EACH(i) _Pragma("GCC unroll 16") for (std::size_t i = 0; i < regs; ++i)
 #else
 #define NUCLEUS_PACK_EACH(i) for (std::size_t i = 0; i < regs; ++i)

@@ -17,7 +17,14 @@
 #include "nucleus/simd/targets.hpp"
 #else
 
+// Per target, for the preprocessor: NUCLEUS_REG_UNROLL (packs of a few wide registers: unroll them)
+// and NUCLEUS_REG_SCALAR (one lane per register).
+#undef NUCLEUS_REG_UNROLL
+#undef NUCLEUS_REG_SCALAR
+
 #if NUCLEUS_TARGET_ISA == 3  // AVX-512 F/BW/VL/DQ
+#define NUCLEUS_REG_UNROLL 1
+#define NUCLEUS_REG_SCALAR 0
 
 struct reg {
   using f = __m512;
@@ -83,6 +90,8 @@ struct reg {
 };
 
 #elif NUCLEUS_TARGET_ISA == 2  // AVX2 + FMA + F16C
+#define NUCLEUS_REG_UNROLL 1
+#define NUCLEUS_REG_SCALAR 0
 
 struct reg {
   using f = __m256;
@@ -137,6 +146,8 @@ struct reg {
 };
 
 #elif NUCLEUS_TARGET_ISA == 1  // SSE2: the x86-64 baseline
+#define NUCLEUS_REG_UNROLL 0
+#define NUCLEUS_REG_SCALAR 0
 
 struct reg {
   using f = __m128;
@@ -216,7 +227,66 @@ struct reg {
   }
 };
 
+#elif NUCLEUS_TARGET_ISA == 4  // NEON (AdvSIMD): the aarch64 baseline
+#define NUCLEUS_REG_UNROLL 1
+#define NUCLEUS_REG_SCALAR 0
+
+struct reg {
+  using f = float32x4_t;
+  using i = int32x4_t;
+  using m = uint32x4_t;
+  static constexpr std::size_t width = 4;
+  static constexpr bool has_compress = false;
+  NUCLEUS_INLINE static f load(const float* p) { return vld1q_f32(p); }
+  NUCLEUS_INLINE static f load(const bf16* p) {
+    return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(reinterpret_cast<const std::uint16_t*>(p)), 16));
+  }
+  NUCLEUS_INLINE static f load(const f16* p) {  // exact, as every half converts to float
+    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const std::uint16_t*>(p))));
+  }
+  NUCLEUS_INLINE static void store(float* p, f v) { vst1q_f32(p, v); }
+  NUCLEUS_INLINE static f splat(float x) { return vdupq_n_f32(x); }
+  NUCLEUS_INLINE static f add(f a, f b) { return vaddq_f32(a, b); }
+  NUCLEUS_INLINE static f sub(f a, f b) { return vsubq_f32(a, b); }
+  NUCLEUS_INLINE static f mul(f a, f b) { return vmulq_f32(a, b); }
+  NUCLEUS_INLINE static f fma(f a, f b, f c) { return vfmaq_f32(c, a, b); }  // one rounding
+  // x86's rule, not vmaxq's (which returns NaN if either lane is): a NaN in a yields b.
+  NUCLEUS_INLINE static f max(f a, f b) { return vbslq_f32(vcgtq_f32(a, b), a, b); }
+  NUCLEUS_INLINE static m gt(f a, f b) { return vcgtq_f32(a, b); }
+  NUCLEUS_INLINE static m ge(f a, f b) { return vcgeq_f32(a, b); }
+  NUCLEUS_INLINE static m eq(f a, f b) { return vceqq_f32(a, b); }
+  NUCLEUS_INLINE static m lor(m a, m b) { return vorrq_u32(a, b); }
+  NUCLEUS_INLINE static f select(m k, f a, f b) { return vbslq_f32(k, a, b); }
+  NUCLEUS_INLINE static std::uint32_t bits(m k) {
+    const int32x4_t shift = {0, 1, 2, 3};
+    return vaddvq_u32(vshlq_u32(vshrq_n_u32(k, 31), shift));
+  }
+  NUCLEUS_INLINE static f select_bits(std::uint32_t b, f a, f c) {
+    const uint32x4_t lane_bit = {1, 2, 4, 8};
+    return vbslq_f32(vtstq_u32(vdupq_n_u32(b), lane_bit), a, c);
+  }
+  NUCLEUS_INLINE static i zero_i() { return vdupq_n_s32(0); }
+  NUCLEUS_INLINE static i add_i(i a, i b) { return vaddq_s32(a, b); }
+  NUCLEUS_INLINE static i cvtt(f a) { return vcvtq_s32_f32(a); }  // toward zero
+  NUCLEUS_INLINE static f cvt(i a) { return vcvtq_f32_s32(a); }
+  NUCLEUS_INLINE static void store_i(std::int32_t* p, i v) { vst1q_s32(p, v); }
+  // Lanes 0 and 2 add into the first 64-bit lane, 1 and 3 into the second (x86 pairs 0-1 and 2-3;
+  // lane_sum adds every lane, so only the order of exact integer additions differs).
+  using w = uint64x2_t;
+  NUCLEUS_INLINE static w zero_w() { return vdupq_n_u64(0); }
+  NUCLEUS_INLINE static w mac_u32(w acc, i a, i b) {
+    const uint32x4_t ua = vreinterpretq_u32_s32(a), ub = vreinterpretq_u32_s32(b);
+    return vmlal_high_u32(vmlal_u32(acc, vget_low_u32(ua), vget_low_u32(ub)), ua, ub);
+  }
+  NUCLEUS_INLINE static f exp2_int(f k) {
+    const int32x4_t b = vsubq_s32(vreinterpretq_s32_f32(k), vdupq_n_s32(0x4B400000 - 127));
+    return vreinterpretq_f32_s32(vshlq_n_s32(b, 23));
+  }
+};
+
 #else  // scalar: one lane per "register"
+#define NUCLEUS_REG_UNROLL 0
+#define NUCLEUS_REG_SCALAR 1
 
 struct reg {
   using f = float;

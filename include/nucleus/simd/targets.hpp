@@ -21,6 +21,9 @@
 #if NUCLEUS_X86
 #include <immintrin.h>
 #endif
+#if NUCLEUS_ARM64
+#include <arm_neon.h>
+#endif
 
 #if defined(__GNUC__) || defined(__clang__)
 #define NUCLEUS_LAMBDA_INLINE __attribute__((always_inline))
@@ -152,6 +155,17 @@ NUCLEUS_TARGET_BODY(isa_sse2)
 #undef NUCLEUS_TARGET_ISA
 #endif
 
+// --- NEON (AdvSIMD): the aarch64 baseline, no pragma needed --------------------------------------
+#if NUCLEUS_ARM64 && (!defined(NUCLEUS_ISA_ONLY) || NUCLEUS_ISA_ONLY == 4)
+#define NUCLEUS_HAVE_TARGET_4 1
+#define NUCLEUS_TARGET_ISA 4
+namespace nucleus::detail::isa_neon {
+#include "nucleus/simd/target_body.hpp"
+}  // namespace nucleus::detail::isa_neon
+NUCLEUS_TARGET_BODY(isa_neon)
+#undef NUCLEUS_TARGET_ISA
+#endif
+
 // --- scalar: every platform -----------------------------------------------------------------------
 #if !defined(NUCLEUS_ISA_ONLY) || NUCLEUS_ISA_ONLY == 0
 #define NUCLEUS_HAVE_TARGET_0 1
@@ -180,6 +194,10 @@ const kernel_table<T>& kernels() noexcept {
     case isa::sse2:
       return isa_sse2::table<T>();
 #endif
+#if defined(NUCLEUS_HAVE_TARGET_4)
+    case isa::neon:
+      return isa_neon::table<T>();
+#endif
     default:
 #if defined(NUCLEUS_HAVE_TARGET_0)
       return isa_scalar::table<T>();
@@ -187,6 +205,8 @@ const kernel_table<T>& kernels() noexcept {
       return isa_sse2::table<T>();
 #elif NUCLEUS_ISA_ONLY == 2
       return isa_avx2::table<T>();
+#elif NUCLEUS_ISA_ONLY == 4
+      return isa_neon::table<T>();
 #else
       return isa_avx512::table<T>();
 #endif

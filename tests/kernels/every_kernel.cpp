@@ -1,0 +1,236 @@
+// Each of the 13 kernels of simd/targets.hpp's table, on every target this build runs, against its
+// definition written here as a plain loop (or, for the exp-based ones, against the scalar target bit
+// for bit: exp's own accuracy is kernels.cpp's test). Rows of every dtype, awkward lengths (a pack's
+// tail, a block's edge), NaN, -inf, ties. Built for aarch64 and run under qemu by tests/kernels.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <iterator>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include <nucleus/simd/targets.hpp>
+
+namespace d = nucleus::detail;
+using nucleus::isa;
+
+namespace {
+
+constexpr float inf = std::numeric_limits<float>::infinity();
+
+std::vector<isa> runnable() {
+  std::vector<isa> r;
+  for (auto t = std::rbegin(nucleus::all_isas); t != std::rend(nucleus::all_isas); ++t)  // scalar first
+    if (nucleus::isa_supported(*t)) r.push_back(*t);
+  return r;
+}
+
+struct isa_guard {
+  isa saved = nucleus::active_isa();
+  ~isa_guard() { nucleus::set_isa(saved); }
+};
+
+template <class T>
+T from_float(float v) {
+  if constexpr (std::is_same_v<T, float>) {
+    return v;
+  } else if constexpr (std::is_same_v<T, nucleus::bf16>) {
+    return nucleus::to_bf16(v);
+  } else {  // f16 by its bits: the rows hold multiples of 1/64 below 16, all exact normal halves
+    const std::uint16_t sign = std::signbit(v) ? 0x8000 : 0;
+    if (std::isnan(v)) return nucleus::f16{0x7e00};
+    if (std::isinf(v)) return nucleus::f16{static_cast<std::uint16_t>(sign | 0x7c00)};
+    if (v == 0.0f) return nucleus::f16{sign};
+    int e = 0;
+    const float m = std::frexp(std::fabs(v), &e);  // |v| = m 2^e, m in [0.5, 1)
+    const auto mantissa = static_cast<std::uint16_t>((m * 2.0f - 1.0f) * 1024.0f);
+    const nucleus::f16 h{static_cast<std::uint16_t>(sign | ((e - 1 + 15) << 10) | mantissa)};
+    REQUIRE(nucleus::to_float(h) == v);
+    return h;
+  }
+}
+
+// Row kinds: plain, with NaN and -inf sprinkled, with ties at the top, all -inf.
+template <class T>
+std::vector<T> make_row(std::size_t n, int kind, std::mt19937& rng) {
+  std::uniform_int_distribution<int> q(-640, 640);
+  std::vector<float> f(n);
+  for (float& v : f) v = static_cast<float>(q(rng)) / 64.0f;
+  if (kind == 1)
+    for (std::size_t i = 0; i < n; i += 7) f[i] = (i % 2) ? std::numeric_limits<float>::quiet_NaN() : -inf;
+  if (kind == 2)
+    for (std::size_t i = 1; i < n; i += 5) f[i] = 10.0f;
+  if (kind == 3) std::fill(f.begin(), f.end(), -inf);
+  std::vector<T> out(n);
+  std::transform(f.begin(), f.end(), out.begin(), [](float v) { return from_float<T>(v); });
+  return out;
+}
+
+template <class T>
+float at(const std::vector<T>& x, std::size_t i) {
+  return nucleus::to_float(x[i]);
+}
+
+template <class T>
+void check_row(const std::vector<T>& x, std::size_t& checked) {
+  const std::size_t n = x.size();
+  const auto& scalar = d::isa_scalar::table<T>();
+  // Plain definitions.
+  float max = -inf;
+  std::int64_t arg = -1;
+  for (std::size_t i = 0; i < n; ++i)
+    if (at(x, i) > max) max = at(x, i), arg = static_cast<std::int64_t>(i);
+  const float shift = std::isfinite(max) ? max : 0.0f, scale = 0.75f;
+  const std::size_t blocks = (n + d::block_elems - 1) / d::block_elems;
+  std::vector<std::int32_t> ids(n);
+  // Ascending in scan order, as every candidate set the library builds (select_top_k's precondition).
+  for (std::size_t i = 0; i < n; ++i) ids[i] = static_cast<std::int32_t>(3 * i + 1);
+
+  for (isa t : runnable()) {
+    INFO("target " << nucleus::isa_name(t) << ", n " << n);
+    REQUIRE(nucleus::set_isa(t));
+    const auto& k = d::kernels<T>();
+    // max_value, argmax, count_greater
+    CHECK(std::bit_cast<std::uint32_t>(k.max_value(x.data(), n)) == std::bit_cast<std::uint32_t>(max));
+    const d::argmax_result am = k.argmax(x.data(), n);
+    CHECK(am.index == arg);
+    if (arg >= 0) CHECK(am.value == max);
+    for (float v : {-inf, -1.0f, 0.0f, 3.5f, max}) {
+      std::size_t greater = 0;
+      for (std::size_t i = 0; i < n; ++i) greater += at(x, i) > v;
+      CHECK(k.count_greater(x.data(), n, v) == greater);
+    }
+    // exp_sum, exp_store, moment_sums, pick: the scalar target's bits.
+    std::vector<std::uint64_t> b1(blocks + 1), b0(blocks + 1);
+    const d::wsum total = k.exp_sum(x.data(), n, shift, scale, b1.data());
+    CHECK(total == scalar.exp_sum(x.data(), n, shift, scale, b0.data()));
+    CHECK(std::equal(b1.begin(), b1.begin() + static_cast<std::ptrdiff_t>(blocks), b0.begin()));
+    std::vector<float> e1(n + d::compact_slack), e0(n + d::compact_slack);
+    k.exp_store(x.data(), n, shift, scale, e1.data());
+    scalar.exp_store(x.data(), n, shift, scale, e0.data());
+    CHECK(std::equal(e1.begin(), e1.begin() + static_cast<std::ptrdiff_t>(n), e0.begin()));
+    const d::moment_totals m1 = k.moment_sums(x.data(), n, shift, scale, e1.data());
+    const d::moment_totals m0 = scalar.moment_sums(x.data(), n, shift, scale, e0.data());
+    CHECK((m1.total == m0.total && m1.weighted == m0.weighted));
+    for (d::wsum point : {d::wsum{0}, total / 3, total / 2, total > 0 ? total - 1 : d::wsum{0}, total}) {
+      // the definition: the first index whose running weight sum exceeds the point
+      d::wsum run = 0;
+      std::int64_t want = -1;
+      for (std::size_t i = 0; i < n && want < 0; ++i) {
+        run += d::weight(e0[i]);
+        if (run > point) want = static_cast<std::int64_t>(i);
+      }
+      CHECK(k.pick(x.data(), n, shift, scale, b1.data(), point, e1.data()) == want);
+    }
+    // compact_ge: the scaled logits at or above a threshold, in order, with their ids.
+    for (float threshold : {-inf, -2.0f, 0.0f}) {
+      std::vector<float> vals(n + d::compact_slack);
+      std::vector<std::int32_t> out_ids(n + d::compact_slack);
+      const std::size_t c =
+          k.compact_ge(x.data(), ids.data(), n, shift, scale, threshold, vals.data(), out_ids.data());
+      std::size_t j = 0;
+      bool same = true;
+      for (std::size_t i = 0; i < n; ++i)
+        if (d::scaled(at(x, i), shift, scale) >= threshold) {
+          same = same && j < c && out_ids[j] == ids[i] && vals[j] == at(x, i);
+          ++j;
+        }
+      CHECK((same && c == j));
+    }
+    // select_top_k: the k best by (value desc, id asc), NaN and -inf never.
+    std::vector<std::uint64_t> all;
+    for (std::size_t i = 0; i < n; ++i)
+      if (at(x, i) > -inf) all.push_back(d::rank_key(at(x, i), ids[i]));
+    std::sort(all.rbegin(), all.rend());  // a larger key ranks first
+    for (std::size_t want_k : {std::size_t{1}, std::size_t{5}, std::size_t{64}, n}) {
+      std::vector<std::uint64_t> keys(d::select_capacity(want_k));
+      const std::size_t c = k.select_top_k(x.data(), ids.data(), n, want_k, keys.data());
+      const std::size_t expect = std::min(want_k, all.size());
+      CHECK(c == expect);
+      CHECK(std::equal(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(std::min(c, expect)),
+                       all.begin()));
+      // ids == nullptr: the id is the index
+      const std::size_t c2 = k.select_top_k(x.data(), nullptr, n, want_k, keys.data());
+      bool same = c2 == c;
+      for (std::size_t j = 0; same && j < c2; ++j)
+        same =
+            d::key_value(keys[j]) == d::key_value(all[j]) && 3 * d::key_id(keys[j]) + 1 == d::key_id(all[j]);
+      CHECK(same);
+    }
+    // collect_ties: the ids holding v that rank after `after`, in index order.
+    if (arg >= 0) {
+      const std::uint64_t after = d::rank_key(max, ids[static_cast<std::size_t>(arg)]);
+      std::vector<std::uint64_t> keys(n + 1), want;
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::uint64_t key = d::rank_key(max, ids[i]);
+        if (at(x, i) == max && key < after) want.push_back(key);
+      }
+      const std::size_t c = k.collect_ties(x.data(), ids.data(), n, max, after, keys.data(), 0, n + 1);
+      CHECK((c == want.size() && std::equal(want.begin(), want.end(), keys.begin())));
+    }
+    // collect_bin: lo <= (x - shift) * scale * unit < hi.
+    {
+      const float unit = -16.0f, lo = 8.0f, hi = 40.0f;
+      std::vector<std::uint64_t> keys(n + d::compact_slack), want;
+      for (std::size_t i = 0; i < n; ++i) {
+        const float b = d::scaled(at(x, i), shift, scale) * unit;
+        if (b >= lo && hi > b) want.push_back(d::rank_key(at(x, i), ids[i]));
+      }
+      const std::size_t c = k.collect_bin(x.data(), ids.data(), n, shift, scale, unit, lo, hi, keys.data());
+      CHECK((c == want.size() && std::equal(want.begin(), want.end(), keys.begin())));
+    }
+    // masked_widen: x where the bit is set, -inf elsewhere.
+    {
+      std::vector<std::uint32_t> mask((n + 31) / 32);
+      for (std::size_t w = 0; w < mask.size(); ++w)
+        mask[w] = static_cast<std::uint32_t>(0x9e3779b9u * (w + 1));
+      std::vector<float> out(n);
+      k.masked_widen(x.data(), n, mask.data(), out.data());
+      bool same = true;
+      for (std::size_t i = 0; i < n; ++i) {
+        const float want = (mask[i / 32] >> (i % 32)) & 1u ? at(x, i) : -inf;
+        same = same && std::bit_cast<std::uint32_t>(out[i]) == std::bit_cast<std::uint32_t>(want);
+      }
+      CHECK(same);
+    }
+    // log_softmax_store: (x - max) - lse, NaN -> -inf.
+    {
+      const float lse = 1.25f;
+      std::vector<float> out(n);
+      k.log_softmax_store(x.data(), n, shift, lse, out.data());
+      bool same = true;
+      for (std::size_t i = 0; i < n; ++i) {
+        const float want = std::isnan(at(x, i)) ? -inf : (at(x, i) - shift) - lse;
+        same = same && std::bit_cast<std::uint32_t>(out[i]) == std::bit_cast<std::uint32_t>(want);
+      }
+      CHECK(same);
+    }
+    ++checked;
+  }
+}
+
+template <class T>
+std::size_t run_all() {
+  isa_guard g;
+  std::mt19937 rng(20261205);
+  std::size_t checked = 0;
+  for (std::size_t n : {1, 3, 15, 16, 17, 63, 65, 1023, 1024, 1025, 2049, 4099})
+    for (int kind = 0; kind < 4; ++kind) check_row(make_row<T>(n, kind, rng), checked);
+  return checked;
+}
+
+}  // namespace
+
+TEST_CASE("every kernel on every target equals its definition: float rows", "[kernels]") {
+  CHECK(run_all<float>() == 48 * runnable().size());
+}
+TEST_CASE("every kernel on every target equals its definition: bf16 rows", "[kernels]") {
+  CHECK(run_all<nucleus::bf16>() == 48 * runnable().size());
+}
+TEST_CASE("every kernel on every target equals its definition: f16 rows", "[kernels]") {
+  CHECK(run_all<nucleus::f16>() == 48 * runnable().size());
+}

@@ -1,0 +1,30 @@
+# cmake -P script: builds tests/kernels/cross with a cross compiler and runs it under an emulator.
+#   -DNUCLEUS_SOURCE= -DWORK= -DCOMPILER= -DFLAGS= -DEMULATOR= -DCATCH2_INCLUDE= [-DISA=]
+# ISA (a target name) sets NUCLEUS_ISA for the run; the test prints which targets it ran.
+cmake_policy(SET CMP0057 NEW)
+file(REMOVE_RECURSE ${WORK})
+execute_process(COMMAND ${CMAKE_COMMAND} -S ${NUCLEUS_SOURCE}/tests/kernels/cross -B ${WORK}
+                        -DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64 -DCMAKE_BUILD_TYPE=Release
+                        -DCMAKE_CXX_COMPILER=${COMPILER} "-DCMAKE_CXX_FLAGS=${FLAGS}" -DCATCH2_INCLUDE=${CATCH2_INCLUDE}
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "configure failed: ${out}\n${err}")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK} --parallel 1 RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "build failed: ${out}\n${err}")
+endif()
+execute_process(COMMAND ${EMULATOR} ${WORK}/nucleus_kernels_cross --success --reporter compact
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+string(REGEX MATCHALL "target [a-z0-9]+" targets "${out}")
+list(REMOVE_DUPLICATES targets)
+string(REGEX MATCH "[^\n]*(Passed all|Passed [0-9]|Failed)[^\n]*" summary "${out}")
+message("targets run: ${targets}\n${summary}")
+if(NOT rc EQUAL 0)
+  string(REGEX MATCHALL "[^\n]*failed[^\n]*" failures "${out}")
+  message(FATAL_ERROR "kernel tests failed under the emulator (${rc}):\n${failures}\n${err}")
+endif()
+if(NOT "target neon" IN_LIST targets)
+  message(FATAL_ERROR "the NEON target did not run")
+endif()
