@@ -15,6 +15,8 @@
 
 #include <nucleus/simd/targets.hpp>
 
+#include "kernels/targets.hpp"
+
 namespace d = nucleus::detail;
 using nucleus::isa;
 
@@ -22,17 +24,8 @@ namespace {
 
 constexpr float inf = std::numeric_limits<float>::infinity();
 
-std::vector<isa> runnable() {
-  std::vector<isa> r;
-  for (auto t = std::rbegin(nucleus::all_isas); t != std::rend(nucleus::all_isas); ++t)  // scalar first
-    if (nucleus::isa_supported(*t)) r.push_back(*t);
-  return r;
-}
-
-struct isa_guard {
-  isa saved = nucleus::active_isa();
-  ~isa_guard() { nucleus::set_isa(saved); }
-};
+using nucleus_test::isa_guard;
+const auto runnable = nucleus_test::runnable_isas;
 
 template <class T>
 T from_float(float v) {

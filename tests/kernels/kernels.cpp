@@ -15,6 +15,8 @@
 #include <nucleus/core/row_stats.hpp>
 #include <nucleus/simd/targets.hpp>
 
+#include "kernels/targets.hpp"
+
 namespace d = nucleus::detail;
 using nucleus::isa;
 
@@ -27,18 +29,8 @@ double ulps(float got, double exact) {
   return std::abs(static_cast<double>(got) - exact) / (static_cast<double>(next) - static_cast<double>(ef));
 }
 
-std::vector<isa> runnable() {
-  std::vector<isa> r;
-  for (auto t = std::rbegin(nucleus::all_isas); t != std::rend(nucleus::all_isas); ++t)  // scalar first
-    if (nucleus::isa_supported(*t)) r.push_back(*t);
-  return r;
-}
-
-// Restores the target chosen at start-up.
-struct isa_guard {
-  isa saved = nucleus::active_isa();
-  ~isa_guard() { nucleus::set_isa(saved); }
-};
+using nucleus_test::isa_guard;
+const auto runnable = nucleus_test::runnable_isas;
 
 }  // namespace
 

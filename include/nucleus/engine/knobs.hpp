@@ -254,14 +254,6 @@ inline void check_ids(const char* field, const std::vector<std::int32_t>& ids) {
     if (t < 0) bad_param(field, "token id " + std::to_string(t) + " is negative");
 }
 
-// Whether a knob acts on this request: on itself, or (a modifier) the knob it modifies is on.
-inline bool acting(const knob& k, const sampling_params& p) {
-  if (k.on && k.on(p)) return true;
-  if (!k.modifies) return false;
-  const knob* m = find_knob(k.modifies);
-  return m && m->on && m->on(p) && k.number() && k.get(p) != k.get(sampling_params{});
-}
-
 }  // namespace detail
 
 // A preset rejects the fields its engine has no stage for; mirostat replaces the truncation stages.
