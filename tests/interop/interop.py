@@ -5,6 +5,7 @@ reference forward pass to be compared against; optionally times llama.cpp on thi
 usage:
   interop.py record     [--model GGUF] [--out JSON] [--top K]
   interop.py record-f32 --model F32.gguf --out JSON [--kv f32|f16]
+  interop.py fixture-f32 --model F32.gguf --out JSON
   interop.py bench      [--model GGUF] [--threads N]
 
 record (the quantized-activation comparison, on the Q4_1 file) stores, for every prompt position,
@@ -15,6 +16,12 @@ record-f32 (the fidelity comparison, on make_f32.py's all-F32 copy) runs F32_PRO
 full logit row: the JSON holds each prompt's text and llama.cpp's token ids, and names a file of
 float32 rows (JSON's name with .f32, positions x vocab, little-endian) beside it. The KV cache is f32
 unless --kv f16 (llama.cpp's default) is asked for, so that llama.cpp does every product in f32.
+fixture-f32 writes the committed form of the same comparison (tests/model/fixtures/): for every position of
+F32_PROMPTS llama.cpp's FIXTURE_TOP largest logits (ids and values, JSON's name with .top, per position
+FIXTURE_TOP pairs of little-endian int32 id and float32 logit, in llama.cpp's rank order), the full rows
+of the last position of FIXTURE_FULL_ROWS prompts (JSON's name with .f32), and the lesson's answer: the
+16 largest log-softmax values of llama.cpp's row for LESSON_PROMPT, computed in double. KV cache f32 and
+flash attention off (its CPU path rounds through f16), so llama.cpp does every product in f32.
 Exit code 77 (ctest SKIP_RETURN_CODE) when llama_cpp, numpy or the model is unavailable.
 """
 
@@ -63,6 +70,12 @@ F32_PROMPTS = [
     '{"id": 42, "tags": ["alpha", "beta"], "active": true, "score": 0.875, "owner": {"name":',
     "Roses are red,\n    violets are blue,\n\n\n    sugar   is sweet   and   so",
 ]
+
+
+# The committed fixture's shape (fixture-f32) and the lesson's prompt (tests/server/lesson.sh).
+FIXTURE_TOP = 64
+FIXTURE_FULL_ROWS = 8
+LESSON_PROMPT = "Kubernetes pods are scheduled by the"
 
 
 def default_model():
@@ -115,7 +128,7 @@ def record_f32(args):
     kv = llama_cpp.GGML_TYPE_F32 if args.kv == "f32" else llama_cpp.GGML_TYPE_F16
     llm = llama_cpp.Llama(model_path=args.model, n_ctx=512, n_batch=512, n_threads=args.threads,
                           n_threads_batch=args.threads, logits_all=True, verbose=False, seed=0,
-                          type_k=kv, type_v=kv)
+                          type_k=kv, type_v=kv, flash_attn=False)
     rows_path = os.path.splitext(args.out)[0] + ".f32"
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     out = {
@@ -145,6 +158,66 @@ def record_f32(args):
           f"KV cache {args.kv}, {time.perf_counter() - t0:.1f} s")
 
 
+def fixture_f32(args):
+    import numpy as np
+    import llama_cpp
+    llm = llama_cpp.Llama(model_path=args.model, n_ctx=512, n_batch=512, n_threads=args.threads,
+                          n_threads_batch=args.threads, logits_all=True, verbose=False, seed=0,
+                          type_k=llama_cpp.GGML_TYPE_F32, type_v=llama_cpp.GGML_TYPE_F32, flash_attn=False)
+    base = os.path.splitext(args.out)[0]
+    out = {
+        "model": os.path.basename(args.model),
+        "generator": "tests/interop/interop.py fixture-f32",
+        "llama_cpp_python": llama_cpp.__version__,
+        "kv_cache": "f32",
+        "flash_attn": False,
+        "vocab": llm.n_vocab(),
+        "top": FIXTURE_TOP,
+        "top_file": os.path.basename(base + ".top"),
+        "rows_file": os.path.basename(base + ".f32"),
+        "prompts": [],
+    }
+    # The full rows: the last position of prompts spread over the list (each kind of text once).
+    full = sorted({round(i * (len(F32_PROMPTS) - 1) / (FIXTURE_FULL_ROWS - 1)) for i in range(FIXTURE_FULL_ROWS)})
+    tops, rows = bytearray(), bytearray()
+    pair = np.dtype([("id", "<i4"), ("logit", "<f4")])
+    for n, text in enumerate(F32_PROMPTS):
+        tokens = llm.tokenize(text.encode(), add_bos=True, special=True)
+        llm.reset()
+        llm.eval(tokens)
+        scores = np.ascontiguousarray(llm.scores[: len(tokens)], dtype="<f4")
+        for row in scores:
+            ids = np.argsort(-row, kind="stable")[:FIXTURE_TOP]
+            top = np.empty(FIXTURE_TOP, dtype=pair)
+            top["id"], top["logit"] = ids, row[ids]
+            tops += top.tobytes()
+        entry = {"text": text, "tokens": [int(t) for t in tokens]}
+        if n in full:
+            entry["full_row"] = len(tokens) - 1
+            rows += scores[-1].tobytes()
+        out["prompts"].append(entry)
+    tokens = llm.tokenize(LESSON_PROMPT.encode(), add_bos=True, special=True)
+    llm.reset()
+    llm.eval(tokens)
+    row = np.asarray(llm.scores[len(tokens) - 1], dtype=np.float32).astype(np.float64)
+    m = row.max()
+    lp = row - (m + np.log(np.exp(row - m).sum()))
+    order = np.argsort(-lp, kind="stable")[:16]
+    out["lesson"] = {"prompt": LESSON_PROMPT, "tokens": [int(t) for t in tokens],
+                     "top": [{"id": int(i), "text": llm.detokenize([int(i)]).decode("utf-8", "replace"),
+                              "logprob": float(lp[i])} for i in order]}
+    with open(base + ".top", "wb") as f:
+        f.write(bytes(tops))
+    with open(base + ".f32", "wb") as f:
+        f.write(bytes(rows))
+    with open(args.out, "w") as f:
+        json.dump(out, f, indent=1, ensure_ascii=False)
+        f.write("\n")
+    n = sum(len(p["tokens"]) for p in out["prompts"])
+    print(f"wrote {args.out}: {len(F32_PROMPTS)} prompts, {n} positions, top {FIXTURE_TOP}, "
+          f"{len(full)} full rows, lesson top-1 {out['lesson']['top'][0]['text']!r}")
+
+
 def bench(args):
     for threads in args.threads_list:
         llm = open_model(args.model, threads, logits_all=False)
@@ -167,7 +240,7 @@ def bench(args):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("mode", choices=["record", "record-f32", "bench"])
+    p.add_argument("mode", choices=["record", "record-f32", "fixture-f32", "bench"])
     p.add_argument("--model", default=default_model())
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "model", "llama_cpp_logits.json"))
     p.add_argument("--top", type=int, default=16)
@@ -184,7 +257,7 @@ def main():
     if not args.model or not os.path.exists(args.model):
         print("interop.py: skipping, no GGUF model (scripts/deps installs it, or pass --model)")
         sys.exit(77)
-    {"record": record, "record-f32": record_f32, "bench": bench}[args.mode](args)
+    {"record": record, "record-f32": record_f32, "fixture-f32": fixture_f32, "bench": bench}[args.mode](args)
 
 
 if __name__ == "__main__":
