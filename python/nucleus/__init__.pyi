@@ -5,6 +5,7 @@ STATUS: tuple[str, str, str, str]
 
 def knobs() -> list[dict[str, Any]]: ...
 def log_softmax(logits: Any) -> Any: ...
+def top_logprobs(logits: Any, n: int) -> tuple[Any, Any]: ...
 
 class RowResult:
     token: int
@@ -22,6 +23,24 @@ class BatchResult:
     top_ids: Any
     top_logprobs: Any
     mask: Any
+
+class VerifyResult:
+    accepted: int
+    emitted: int
+    status: str
+    tokens: Any
+    logprobs: Any
+    top_ids: Any
+    top_logprobs: Any
+
+class VerifyBatch:
+    accepted: Any
+    emitted: Any
+    status: Any
+    tokens: Any
+    logprobs: Any
+    top_ids: Any
+    top_logprobs: Any
 
 Order = Literal["nucleus", "vllm", "hf", "llama_cpp"]
 
@@ -78,6 +97,7 @@ class Sampler:
         stream: int = ...,
         prompt: Optional[Sequence[int]] = ...,
         output: Optional[Sequence[int]] = ...,
+        threads: Optional[int] = ...,
     ) -> RowResult: ...
 
 def sample_batch(
@@ -93,3 +113,44 @@ def sample_batch(
     mask: Optional[Literal["bool", "bits"]] = ...,
     order: Order = ...,
 ) -> BatchResult: ...
+def logprobs(
+    logits: Any,
+    tokens: Any,
+    params: Union[Sampler, Sequence[Sampler], Mapping[str, Any]],
+    *,
+    seeds: Any = ...,
+    positions: Any = ...,
+    streams: Any = ...,
+    prompts: Optional[Sequence[Optional[Sequence[int]]]] = ...,
+    outputs: Optional[Sequence[Optional[Sequence[int]]]] = ...,
+    mode: Literal["raw", "processed"] = ...,
+    mask: Optional[Literal["bool", "bits"]] = ...,
+    threads: Optional[int] = ...,
+    order: Order = ...,
+) -> Any: ...
+def verify_draft(
+    target: Any,
+    draft: Sequence[int],
+    params: Sampler,
+    *,
+    draft_probs: Any = ...,
+    seed: Optional[int] = ...,
+    position: int = ...,
+    stream: int = ...,
+    prompt: Optional[Sequence[int]] = ...,
+    output: Optional[Sequence[int]] = ...,
+) -> VerifyResult: ...
+def verify_batch(
+    target: Any,
+    drafts: Sequence[Sequence[int]],
+    params: Union[Sampler, Sequence[Sampler], Mapping[str, Any]],
+    *,
+    draft_probs: Optional[Sequence[Any]] = ...,
+    seeds: Any = ...,
+    positions: Any = ...,
+    streams: Any = ...,
+    prompts: Optional[Sequence[Optional[Sequence[int]]]] = ...,
+    outputs: Optional[Sequence[Optional[Sequence[int]]]] = ...,
+    threads: Optional[int] = ...,
+    order: Order = ...,
+) -> VerifyBatch: ...

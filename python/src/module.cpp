@@ -6,18 +6,27 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <variant>
 #include <vector>
 
 #include "nucleus/engine.hpp"
 #include "nucleus/engine/knobs.hpp"
 #include "nucleus/ops/log_softmax.hpp"
+#include "nucleus/ops/logprobs_of.hpp"
+#include "nucleus/ops/top_logprobs.hpp"
+#include "nucleus/sharded/split.hpp"
 #include "nucleus/version.hpp"
 
 namespace nb = nanobind;
@@ -251,45 +260,110 @@ nb::ndarray<nb::numpy, T> owned(std::vector<std::size_t> shape) {
   return nb::ndarray<nb::numpy, T>(data, shape.size(), shape.data(), owner);
 }
 
-nb::dict sample_batch(any_array logits, nb::list samplers, nb::handle seeds, nb::handle positions,
+// Each row's sampler and request, as sample_batch builds them: a row whose seed differs from its
+// Sampler's gets a copy with that seed; mirostat's mu starts at 2 tau (a call carries no state).
+struct request_rows {
+  std::vector<const nc::sampler*> sp;
+  std::vector<std::optional<nc::sampler>> reseeded;
+  std::vector<std::uint64_t> pos, stream;
+  std::vector<std::vector<std::int32_t>> prompt, output;
+  std::vector<float> mu;
+
+  request_rows(nb::handle samplers, std::size_t B, nb::handle seeds, nb::handle positions, nb::handle streams,
+               nb::handle prompts, nb::handle outputs, const char* params_name = "params")
+      : sp(B),
+        reseeded(B),
+        pos(per_row<std::uint64_t>(positions, B, "positions", 0)),
+        stream(per_row<std::uint64_t>(streams, B, "streams", 0)),
+        prompt(histories(prompts, B, "prompts")),
+        output(histories(outputs, B, "outputs")),
+        mu(B) {
+    if (!nb::isinstance<nb::sequence>(samplers) || nb::len(samplers) != B)
+      value_error(std::string(params_name) + " must give one Sampler per row (" +
+                  std::to_string(nb::len(samplers)) + " for " + std::to_string(B) + " rows)");
+    const auto seed_v = per_row<std::uint64_t>(seeds, B, "seeds", 0);
+    for (std::size_t r = 0; r < B; ++r) {
+      nb::handle h = samplers[r];
+      if (!nb::isinstance<py_sampler>(h))
+        type_error(std::string(params_name) + "[" + std::to_string(r) + "] is not a nucleus Sampler");
+      const nc::sampler& s = nb::cast<const py_sampler&>(h).s;
+      sp[r] = &s;
+      if (!seeds.is_none() && seed_v[r] != s.params().seed) {
+        nc::sampling_params p = s.params();
+        p.seed = seed_v[r];
+        reseeded[r].emplace(std::move(p), s.order());
+        sp[r] = &*reseeded[r];
+      }
+      mu[r] = nc::mirostat_initial_mu(sp[r]->params().mirostat_tau);
+    }
+  }
+  nc::row_request request(std::size_t r) { return {prompt[r], output[r], {}, pos[r], &mu[r], stream[r]}; }
+};
+
+std::size_t checked_threads(std::size_t threads) {
+  if (threads == 0 || threads > 256) value_error("threads must be in [1, 256]");
+  return threads;
+}
+
+// Runs f(row, slot) for every row, on the calling thread or the shared pool of that many threads.
+template <class F>
+void for_rows(std::size_t rows, std::size_t threads, F&& f) {
+  if (threads == 1) {
+    nc::inline_executor{}.bulk(rows, f);
+  } else {
+    std::lock_guard lock(pool_lock(threads));
+    pool(threads).bulk(rows, f);
+  }
+}
+
+// The caller's kept-set output ("bool": [B, V], "bits": [B, ceil(V / 32)] uint32), or nothing.
+struct kept_mask {
+  std::optional<nb::ndarray<nb::numpy, bool>> as_bool;
+  std::optional<nb::ndarray<nb::numpy, std::uint32_t>> as_bits;
+  std::size_t vocab, words;
+
+  kept_mask(const std::string& kind, std::size_t rows, std::size_t v) : vocab(v), words((v + 31) / 32) {
+    if (kind != "none" && kind != "bool" && kind != "bits")
+      value_error("mask must be None, 'bool' or 'bits'");
+    if (kind == "bool") as_bool = owned<bool>({rows, vocab});
+    if (kind == "bits") as_bits = owned<std::uint32_t>({rows, words});
+  }
+  bool wanted() const { return as_bool || as_bits; }
+  // The tokens of a processed distribution with a positive probability: what the draw could pick.
+  void mark(std::size_t r, const nc::distribution& d) {
+    for (std::size_t i = 0; i < d.size(); ++i) {
+      if (d.probs()[i] <= 0.0f) continue;
+      const std::size_t id = static_cast<std::size_t>(d.ids()[i]);
+      if (as_bool) as_bool->data()[r * vocab + id] = true;
+      if (as_bits) as_bits->data()[r * words + id / 32] |= 1u << (id % 32);
+    }
+  }
+  void put(nb::dict& d) const {
+    if (as_bool) d["mask"] = *as_bool;
+    if (as_bits) d["mask"] = *as_bits;
+  }
+};
+
+// Thread-local workspaces, one per pool slot, for the row loops here.
+std::vector<nc::workspace>& spaces(std::size_t slots) {
+  thread_local std::vector<nc::workspace> ws;
+  if (ws.size() < slots) ws.resize(slots);
+  return ws;
+}
+
+nb::dict sample_batch(any_array logits, nb::handle samplers, nb::handle seeds, nb::handle positions,
                       nb::handle streams, nb::handle prompts, nb::handle outputs, std::size_t threads,
                       const std::string& mask, bool bf16_bits) {
   const matrix_view m = view_of(logits, true, bf16_bits);
   const std::size_t B = m.rows;
-  if (nb::len(samplers) != B)
-    value_error("params must give one Sampler per row (" + std::to_string(nb::len(samplers)) + " for " +
-                std::to_string(B) + " rows)");
-  if (threads == 0 || threads > 256) value_error("threads must be in [1, 256]");
-  if (mask != "none" && mask != "bool" && mask != "bits") value_error("mask must be None, 'bool' or 'bits'");
-  const auto seed_v = per_row<std::uint64_t>(seeds, B, "seeds", 0);
-  const bool have_seeds = !seeds.is_none();
-  const auto pos_v = per_row<std::uint64_t>(positions, B, "positions", 0);
-  const auto stream_v = per_row<std::uint64_t>(streams, B, "streams", 0);
-  const auto prompt_v = histories(prompts, B, "prompts");
-  const auto output_v = histories(outputs, B, "outputs");
-  // Each row's sampler; a row whose seed differs from its Sampler's gets a copy with that seed.
-  std::vector<const nc::sampler*> sp(B);
-  std::vector<std::optional<nc::sampler>> reseeded(B);
+  checked_threads(threads);
+  kept_mask kept(mask, B, m.vocab);
+  request_rows rq(samplers, B, seeds, positions, streams, prompts, outputs);
   std::size_t top_n = 0;
-  for (std::size_t r = 0; r < B; ++r) {
-    nb::handle h = samplers[r];
-    if (!nb::isinstance<py_sampler>(h))
-      type_error("params[" + std::to_string(r) + "] is not a nucleus Sampler");
-    const nc::sampler& s = nb::cast<const py_sampler&>(h).s;
-    sp[r] = &s;
-    if (have_seeds && seed_v[r] != s.params().seed) {
-      nc::sampling_params p = s.params();
-      p.seed = seed_v[r];
-      reseeded[r].emplace(std::move(p), s.order());
-      sp[r] = &*reseeded[r];
-    }
-    top_n = std::max(top_n, sp[r]->top_n());
-  }
   std::vector<nc::batch_row> rows(B);
-  std::vector<float> mu(B);
   for (std::size_t r = 0; r < B; ++r) {
-    mu[r] = 2.0f * sp[r]->params().mirostat_tau;
-    rows[r] = {sp[r], {prompt_v[r], output_v[r], {}, pos_v[r], &mu[r], stream_v[r]}};
+    top_n = std::max(top_n, rq.sp[r]->top_n());
+    rows[r] = {rq.sp[r], rq.request(r)};
   }
   auto tokens = owned<std::int32_t>({B});
   auto logprobs = owned<float>({B});
@@ -299,11 +373,6 @@ nb::dict sample_batch(any_array logits, nb::list samplers, nb::handle seeds, nb:
   auto top_lps = owned<float>({B, top_n});
   std::vector<nc::row_result> out(B);
   std::vector<nc::token_logprob> top(B * top_n);
-  std::optional<nb::ndarray<nb::numpy, bool>> mask_bool;
-  std::optional<nb::ndarray<nb::numpy, std::uint32_t>> mask_bits;
-  const std::size_t words = (m.vocab + 31) / 32;
-  if (mask == "bool") mask_bool = owned<bool>({B, m.vocab});
-  if (mask == "bits") mask_bits = owned<std::uint32_t>({B, words});
   {
     nb::gil_scoped_release release;
     thread_local nc::batch_sampler batch;
@@ -315,19 +384,13 @@ nb::dict sample_batch(any_array logits, nb::list samplers, nb::handle seeds, nb:
         batch.sample(lm, rows, out, pool(threads), top, top_n);
       }
       // The kept set: the processed distribution each row drew from (the same chain, run again).
-      if (mask != "none") {
-        thread_local nc::workspace ws;
+      if (kept.wanted()) {
+        nc::workspace& ws = spaces(1)[0];
         for (std::size_t r = 0; r < B; ++r) {
-          float mu_r = 2.0f * sp[r]->params().mirostat_tau;
-          nc::row_request rq = rows[r].request;
-          rq.mirostat_mu = &mu_r;
-          const nc::distribution d = sp[r]->process(lm.row(r), ws, rq);
-          for (std::size_t i = 0; i < d.size(); ++i) {
-            const std::size_t id = d.ids().data() ? static_cast<std::size_t>(d.ids()[i]) : i;
-            if (d.probs()[i] <= 0.0f) continue;
-            if (mask_bool) mask_bool->data()[r * m.vocab + id] = true;
-            if (mask_bits) mask_bits->data()[r * words + id / 32] |= 1u << (id % 32);
-          }
+          nc::row_request q = rq.request(r);
+          float mu_r = nc::mirostat_initial_mu(rq.sp[r]->params().mirostat_tau);
+          q.mirostat_mu = &mu_r;
+          kept.mark(r, rq.sp[r]->process(lm.row(r), ws, q));
         }
       }
     });
@@ -351,8 +414,246 @@ nb::dict sample_batch(any_array logits, nb::list samplers, nb::handle seeds, nb:
   d["status"] = status;
   d["top_ids"] = top_ids;
   d["top_logprobs"] = top_lps;
-  if (mask_bool) d["mask"] = *mask_bool;
-  if (mask_bits) d["mask"] = *mask_bits;
+  kept.put(d);
+  return d;
+}
+
+// --- replay: given tokens' logprobs in the distribution a row's draw used -----------------------
+
+// The replay: nc::sampler::processed_logprobs_of, and the kept set of the distribution it read.
+template <class T>
+void replay_processed(const nc::sampler& s, std::span<const T> row, nc::workspace& ws,
+                      const nc::row_request& rq, std::span<const std::int32_t> tokens, std::span<float> out,
+                      kept_mask& kept, std::size_t r) {
+  const nc::distribution d = s.processed_logprobs_of(row, ws, rq, tokens, out);
+  if (d.status() == nc::status::ok && kept.wanted()) kept.mark(r, d);
+}
+
+using token_array = nb::ndarray<const std::int32_t, nb::c_contig, nb::device::cpu>;
+
+nb::dict replay_logprobs(any_array logits, token_array tokens, nb::handle samplers, nb::handle seeds,
+                         nb::handle positions, nb::handle streams, nb::handle prompts, nb::handle outputs,
+                         const std::string& mode, const std::string& mask, std::size_t threads,
+                         bool bf16_bits) {
+  const matrix_view m = view_of(logits, true, bf16_bits);
+  const std::size_t B = m.rows;
+  if (mode != "raw" && mode != "processed")
+    value_error("mode must be 'raw' or 'processed' (got '" + mode + "')");
+  checked_threads(threads);
+  if (tokens.ndim() < 1 || tokens.ndim() > 2 || tokens.shape(0) != B)
+    value_error("tokens must be [B] or [B, K] with B = " + std::to_string(B));
+  const std::size_t K = tokens.ndim() == 2 ? tokens.shape(1) : 1;
+  for (std::size_t i = 0; i < B * K; ++i)
+    if (tokens.data()[i] < 0 || static_cast<std::size_t>(tokens.data()[i]) >= m.vocab)
+      value_error("tokens: token id " + std::to_string(tokens.data()[i]) + " is outside [0, " +
+                  std::to_string(m.vocab) + ")");
+  kept_mask kept(mask, B, m.vocab);
+  request_rows rq(samplers, B, seeds, positions, streams, prompts, outputs);
+  std::vector<std::size_t> shape{B};
+  if (tokens.ndim() == 2) shape.push_back(K);
+  auto out = owned<float>(shape);
+  {
+    nb::gil_scoped_release release;
+    std::vector<nc::workspace>& ws = spaces(threads);
+    with_matrix(m, [&](const auto& lm) {
+      for_rows(B, threads, [&](std::size_t r, std::size_t slot) {
+        const std::span<const std::int32_t> t(tokens.data() + r * K, K);
+        const std::span<float> o(out.data() + r * K, K);
+        const auto row = lm.row(r);
+        if (mode == "processed") {
+          replay_processed(*rq.sp[r], row, ws[slot], rq.request(r), t, o, kept, r);
+          return;
+        }
+        nc::logprobs_of(row, t, o);  // the raw log_softmax: sample()'s raw mode, whatever the chain cut
+        if (kept.wanted())
+          replay_processed(*rq.sp[r], row, ws[slot], rq.request(r), std::span<const std::int32_t>{},
+                           std::span<float>{}, kept, r);
+      });
+    });
+  }
+  nb::dict d;
+  d["logprobs"] = out;
+  kept.put(d);
+  return d;
+}
+
+// --- the raw top-n (ops/top_logprobs.hpp) -------------------------------------------------------
+
+nb::dict top_logprobs(any_array logits, long long n, bool bf16_bits) {
+  const bool batch = logits.ndim() == 2;
+  const matrix_view m = view_of(logits, batch, bf16_bits);
+  if (n < 0) value_error("n must be >= 0 (got " + std::to_string(n) + ")");
+  const std::size_t k = std::min(static_cast<std::size_t>(n), m.vocab);
+  std::vector<std::size_t> shape = batch ? std::vector<std::size_t>{m.rows, k} : std::vector<std::size_t>{k};
+  auto ids = owned<std::int32_t>(shape);
+  auto lps = owned<float>(shape);
+  {
+    nb::gil_scoped_release release;
+    nc::workspace& ws = spaces(1)[0];
+    with_matrix(m, [&](const auto& lm) {
+      for (std::size_t r = 0; r < m.rows; ++r) {
+        const auto top = nc::top_logprobs(lm.row(r), k, ws);
+        for (std::size_t i = 0; i < k; ++i) {
+          const bool have = i < top.size();
+          ids.data()[r * k + i] = have ? top[i].token : -1;
+          lps.data()[r * k + i] = have ? top[i].logprob : -std::numeric_limits<float>::infinity();
+        }
+      }
+    });
+  }
+  nb::dict d;
+  d["ids"] = ids;
+  d["logprobs"] = lps;
+  return d;
+}
+
+// --- speculative verification (engine/speculative.hpp through batch_sampler's verify rows) -----
+
+using probs_array = nb::ndarray<const float, nb::c_contig, nb::device::cpu>;
+
+nb::dict verify_drafts(any_array target, nb::handle samplers, nb::list drafts, nb::handle draft_probs,
+                       nb::handle seeds, nb::handle positions, nb::handle streams, nb::handle prompts,
+                       nb::handle outputs, std::size_t threads, bool bf16_bits) {
+  const matrix_view m = view_of(target, true, bf16_bits);
+  checked_threads(threads);
+  const std::size_t B = nb::len(drafts);
+  std::vector<std::vector<std::int32_t>> draft(B);
+  std::size_t rows_needed = 0, kmax = 0;
+  for (std::size_t r = 0; r < B; ++r) {
+    draft[r] = ids_of(drafts[r], "drafts[" + std::to_string(r) + "]");
+    rows_needed += draft[r].size() + 1;
+    kmax = std::max(kmax, draft[r].size());
+  }
+  if (rows_needed != m.rows)
+    value_error("target must hold sum(len(draft) + 1) = " + std::to_string(rows_needed) + " rows (got " +
+                std::to_string(m.rows) + ")");
+  std::vector<std::optional<probs_array>> q(B);
+  if (!draft_probs.is_none()) {
+    if (!nb::isinstance<nb::sequence>(draft_probs) || nb::len(draft_probs) != B)
+      value_error("draft_probs must be None or hold one entry per draft");
+    for (std::size_t r = 0; r < B; ++r) {
+      nb::handle h = draft_probs[r];
+      if (h.is_none()) continue;
+      if (!nb::try_cast(h, q[r].emplace()))
+        type_error("draft_probs[" + std::to_string(r) + "] must be a C-contiguous float32 array");
+      if (q[r]->ndim() != 2 || q[r]->shape(0) != draft[r].size() || q[r]->shape(1) != m.vocab)
+        value_error("draft_probs[" + std::to_string(r) + "] must be [" + std::to_string(draft[r].size()) +
+                    ", " + std::to_string(m.vocab) + "]");
+    }
+  }
+  request_rows rq(samplers, B, seeds, positions, streams, prompts, outputs);
+  std::size_t top_n = 0;
+  for (std::size_t r = 0; r < B; ++r) top_n = std::max(top_n, rq.sp[r]->top_n());
+  const std::size_t width = kmax + 1;
+  std::vector<nc::row_result> out(B * width);
+  std::vector<nc::token_logprob> top(B * top_n);
+  std::vector<nc::verify_result> res(B);
+  {
+    nb::gil_scoped_release release;
+    thread_local nc::batch_sampler batch;
+    with_matrix(m, [&](const auto& lm) {
+      using T = std::remove_cvref_t<decltype(*lm.data)>;
+      std::vector<nc::verify_row<T>> rows(B);
+      std::size_t first = 0;
+      for (std::size_t r = 0; r < B; ++r) {
+        const std::size_t k = draft[r].size();
+        const nc::logits_matrix<T> t{lm.data + first * lm.stride, k + 1, lm.vocab, lm.stride};
+        const std::span<const float> p =
+            q[r] ? std::span<const float>(q[r]->data(), k * m.vocab) : std::span<const float>{};
+        rows[r] = {rq.sp[r],
+                   rq.request(r),
+                   t,
+                   draft[r],
+                   p,
+                   std::span<nc::row_result>(out).subspan(r * width, k + 1),
+                   std::span<nc::token_logprob>(top).subspan(r * top_n, rq.sp[r]->top_n())};
+        first += k + 1;
+      }
+      if (threads == 1) {
+        batch.sample(std::span<const nc::verify_row<T>>(rows), std::span<nc::verify_result>(res));
+      } else {
+        std::lock_guard lock(pool_lock(threads));
+        batch.sample(std::span<const nc::verify_row<T>>(rows), std::span<nc::verify_result>(res),
+                     pool(threads));
+      }
+    });
+  }
+  auto accepted = owned<std::int32_t>({B});
+  auto emitted = owned<std::int32_t>({B});
+  auto status = owned<std::uint8_t>({B});
+  auto tokens = owned<std::int32_t>({B, width});
+  auto logprobs = owned<float>({B, width});
+  auto top_ids = owned<std::int32_t>({B, top_n});
+  auto top_lps = owned<float>({B, top_n});
+  for (std::size_t r = 0; r < B; ++r) {
+    accepted.data()[r] = static_cast<std::int32_t>(res[r].accepted);
+    emitted.data()[r] = static_cast<std::int32_t>(res[r].emitted);
+    status.data()[r] = static_cast<std::uint8_t>(res[r].status);
+    for (std::size_t i = 0; i < width; ++i) {
+      const bool have = i < res[r].emitted;
+      tokens.data()[r * width + i] = have ? out[r * width + i].token : -1;
+      logprobs.data()[r * width + i] =
+          have ? out[r * width + i].logprob : -std::numeric_limits<float>::infinity();
+    }
+    // The bonus draw's top-n, when every draft token stood (out[k] is then sample()'s result).
+    const std::size_t k = draft[r].size();
+    const std::uint32_t shown =
+        res[r].accepted == k && res[r].emitted == k + 1 ? out[r * width + k].top_count : 0;
+    for (std::size_t i = 0; i < top_n; ++i) {
+      const bool have = i < shown;
+      top_ids.data()[r * top_n + i] = have ? top[r * top_n + i].token : -1;
+      top_lps.data()[r * top_n + i] =
+          have ? top[r * top_n + i].logprob : -std::numeric_limits<float>::infinity();
+    }
+  }
+  nb::dict d;
+  d["accepted"] = accepted;
+  d["emitted"] = emitted;
+  d["status"] = status;
+  d["tokens"] = tokens;
+  d["logprobs"] = logprobs;
+  d["top_ids"] = top_ids;
+  d["top_logprobs"] = top_lps;
+  return d;
+}
+
+// --- one row split across threads (sharded/split.hpp) --------------------------------------------
+
+nb::dict sample_split(any_array logits, nb::handle samplers, nb::handle seeds, nb::handle positions,
+                      nb::handle streams, nb::handle prompts, nb::handle outputs, std::size_t threads,
+                      bool bf16_bits) {
+  const matrix_view m = view_of(logits, false, bf16_bits);
+  checked_threads(threads);
+  request_rows rq(samplers, 1, seeds, positions, streams, prompts, outputs);
+  const nc::sampler& s = *rq.sp[0];
+  std::vector<nc::token_logprob> top(s.top_n());
+  nc::row_result res;
+  nc::shard_sampler::path route;
+  {
+    nb::gil_scoped_release release;
+    with_matrix(m, [&](const auto& lm) {
+      std::lock_guard lock(pool_lock(threads));
+      nc::split_sampler split(s, threads);  // the shards' workspaces are per call: slices, not rows
+      res = split.sample(lm.row(0), rq.request(0), std::span<nc::token_logprob>(top), pool(threads));
+      route = split.route();
+    });
+  }
+  static const char* routes[] = {"gather", "greedy", "top_k", "top_p", "dense"};
+  auto top_ids = owned<std::int32_t>({top.size()});
+  auto top_lps = owned<float>({top.size()});
+  for (std::size_t i = 0; i < top.size(); ++i) {
+    const bool have = i < res.top_count;
+    top_ids.data()[i] = have ? top[i].token : -1;
+    top_lps.data()[i] = have ? top[i].logprob : -std::numeric_limits<float>::infinity();
+  }
+  nb::dict d;
+  d["token"] = res.token;
+  d["logprob"] = res.logprob;
+  d["rank"] = res.rank;
+  d["status"] = static_cast<int>(res.status);
+  d["top_ids"] = top_ids;
+  d["top_logprobs"] = top_lps;
+  d["route"] = routes[static_cast<int>(route)];
   return d;
 }
 
@@ -437,6 +738,18 @@ NB_MODULE(_nucleus, m) {
   m.def("_sample_batch", &sample_batch, nb::arg("logits"), nb::arg("samplers"), nb::arg("seeds").none(),
         nb::arg("positions").none(), nb::arg("streams").none(), nb::arg("prompts").none(),
         nb::arg("outputs").none(), nb::arg("threads"), nb::arg("mask"), nb::arg("bf16_bits"));
+  m.def("_sample_split", &sample_split, nb::arg("logits"), nb::arg("samplers"), nb::arg("seeds").none(),
+        nb::arg("positions").none(), nb::arg("streams").none(), nb::arg("prompts").none(),
+        nb::arg("outputs").none(), nb::arg("threads"), nb::arg("bf16_bits"));
+  m.def("_logprobs", &replay_logprobs, nb::arg("logits"), nb::arg("tokens"), nb::arg("samplers"),
+        nb::arg("seeds").none(), nb::arg("positions").none(), nb::arg("streams").none(),
+        nb::arg("prompts").none(), nb::arg("outputs").none(), nb::arg("mode"), nb::arg("mask"),
+        nb::arg("threads"), nb::arg("bf16_bits"));
+  m.def("_top_logprobs", &top_logprobs, nb::arg("logits"), nb::arg("n"), nb::arg("bf16_bits"));
+  m.def("_verify", &verify_drafts, nb::arg("target"), nb::arg("samplers"), nb::arg("drafts"),
+        nb::arg("draft_probs").none(), nb::arg("seeds").none(), nb::arg("positions").none(),
+        nb::arg("streams").none(), nb::arg("prompts").none(), nb::arg("outputs").none(), nb::arg("threads"),
+        nb::arg("bf16_bits"));
   // The address the sampler reads a [B, V] array's first row from (the zero-copy test).
   m.def("_row_address", [](any_array logits, bool bf16_bits) {
     return reinterpret_cast<std::uintptr_t>(view_of(logits, true, bf16_bits).data);

@@ -120,3 +120,75 @@ def test_python_equals_the_cxx_sampler(tmp_path):
         assert got == line, (c, got, line)
         ok += r.status[0] == 0
     assert ok >= len(cases) * 0.9
+
+
+def _write_rows(tmp_path):
+    x = np.random.default_rng(12).normal(scale=2.5, size=(ROWS, VOCAB)).astype(np.float32)
+    x[1, 100:130] = -np.inf
+    x[2, 7] = x[2, 8] = x[2].max()
+    x[3, 50] = np.inf  # +inf tokens share the raw mass
+    rows = {"float32": x, "bfloat16": x.astype(ml_dtypes.bfloat16), "float16": x.astype(np.float16)}
+    files = {}
+    for name, arr in rows.items():
+        files[name] = str(tmp_path / f"{name}.bin")
+        arr.tofile(files[name])
+    return rows, files
+
+
+def _line(pairs):
+    return "".join(f" {int(t)}:{np.float32(lp).view(np.uint32):08x}" for t, lp in pairs)
+
+
+def test_top_logprobs_and_verify_draft_equal_the_cxx(tmp_path):
+    ref = _reference()
+    rows, files = _write_rows(tmp_path)
+    rng = random.Random(99)
+    tops = [{"row": r, "n": n, "dtype": d} for r in range(ROWS) for n in (0, 1, 5, 64, VOCAB + 3)
+            for d in ("float32", "bfloat16", "float16")]
+    q_rows = 8
+    q = np.random.default_rng(5).dirichlet(np.full(VOCAB, 0.05), size=q_rows).astype(np.float32)
+    q_file = str(tmp_path / "q.bin")
+    q.tofile(q_file)
+    table = [k for k in nucleus.knobs() if k["name"] not in SKIP_KNOBS]
+    verifies = []
+    for order in ("nucleus", "vllm", "hf", "llama_cpp"):
+        usable = [k for k in table if order in k["orders"]]
+        while sum(v["order"] == order for v in verifies) < 120:
+            params = {k["name"]: _value(k, rng) for k in rng.sample(usable, rng.randint(1, 4))}
+            params["seed"] = rng.randrange(2**63)
+            try:
+                nucleus.Sampler(order, **_py_params(params))
+            except ValueError:
+                continue
+            k = rng.randrange(0, 5)
+            first = rng.randrange(ROWS - k)
+            dtype = rng.choice(["float32", "bfloat16", "float16"])
+            best = np.argsort(-rows["float32"][first:first + k], axis=1)[:, :4]
+            draft = [int(best[i, rng.randrange(4)]) if rng.random() < 0.85 else rng.randrange(VOCAB) for i in range(k)]
+            verifies.append({"order": order, "params": params, "draft": draft, "first": first, "dtype": dtype,
+                             "q_row": rng.randrange(q_rows - k + 1) if rng.random() < 0.5 else -1,
+                             "position": rng.randrange(1000)})
+    spec = {"vocab": VOCAB, "rows": ROWS, "prompt": PROMPT, "output": OUTPUT, "cases": [], "top": tops,
+            "verify": verifies, "draft_probs": q_file, "draft_probs_rows": q_rows, **files}
+    (tmp_path / "cases.json").write_text(json.dumps(spec))
+    lines = subprocess.run([ref, str(tmp_path / "cases.json")], check=True, capture_output=True, text=True).stdout.splitlines()
+    assert len(lines) == len(tops) + len(verifies)
+    for c, line in zip(tops, lines):
+        ids, lps = nucleus.top_logprobs(rows[c["dtype"]][c["row"]], c["n"])
+        assert ids.shape == (min(c["n"], VOCAB),)
+        got = "T" + _line((t, lp) for t, lp in zip(ids, lps) if t >= 0)
+        assert got == line, c
+        b_ids, b_lps = nucleus.top_logprobs(rows[c["dtype"]], c["n"])  # the [B, V] form: the same rows
+        assert np.array_equal(b_ids[c["row"]], ids) and np.array_equal(b_lps[c["row"]].view(np.uint32), lps.view(np.uint32))
+    accepted = rejected = 0
+    for c, line in zip(verifies, lines[len(tops):]):
+        k = len(c["draft"])
+        s = nucleus.Sampler(c["order"], **_py_params(c["params"]))
+        v = nucleus.verify_draft(rows[c["dtype"]][c["first"]:c["first"] + k + 1], c["draft"], s,
+                                 draft_probs=None if c["q_row"] < 0 else q[c["q_row"]:c["q_row"] + k],
+                                 position=c["position"], prompt=PROMPT, output=OUTPUT)
+        got = f"V {v.accepted} {v.emitted} {nucleus.STATUS.index(v.status)}" + _line(zip(v.tokens, v.logprobs))
+        assert got == line, c
+        accepted += v.accepted
+        rejected += v.accepted < k and v.status == "ok"
+    assert accepted >= len(verifies) // 4 and rejected >= len(verifies) // 8

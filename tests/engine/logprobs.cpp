@@ -2,7 +2,13 @@
 // engine reference (values within logprob_tol, ranks and lists exact).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <vector>
 
 #include "engine/engine_cases.hpp"
 
@@ -195,4 +201,56 @@ TEST_CASE("engine logprobs: sweep of both modes against the reference", "[engine
   INFO(log.summary());
   CHECK(log.count == 0);
   CHECK(log.checked >= 350);
+}
+
+TEST_CASE("engine logprobs: processed_logprobs_of replays the draw's distribution", "[engine][logprobs]") {
+  // The drawn token's replayed logprob is sample()'s processed logprob bit for bit; every other id's
+  // is the log of its probability in process()'s distribution (-inf outside it).
+  nc::workspace ws, ws2;
+  ref::rng g(0x2e91a7);
+  std::size_t checked = 0, kept = 0, dropped = 0;
+  for (int rep = 0; rep < 300; ++rep) {
+    const std::size_t V = rep % 60 == 0 ? 32000 : 1 + g.below(3000);
+    const auto row =
+        ref::make_row(ref::candidate_row_kinds[g.below(std::size(ref::candidate_row_kinds))], V, g);
+    const auto o = ref::all_engine_orders[g.below(4)];
+    auto p = engine_cases::to_nc(engine_cases::random_params(V, o, g));
+    p.logprobs = 0;
+    p.logprobs_mode = nc::logprob_mode::processed;
+    const nc::sampler s(p, engine_cases::to_nc(o));
+    auto rq = engine_cases::random_request(V, g);
+    float mu = 2.0f * p.mirostat_tau, mu2 = mu;
+    nc::row_request req = engine_cases::view(rq);
+    req.mirostat_mu = &mu;
+    const nc::row_result r = s.sample(std::span<const float>(row), ws, req);
+    std::vector<std::int32_t> ids(8);
+    for (auto& id : ids) id = static_cast<std::int32_t>(g.below(V));
+    if (r.status == nc::status::ok) ids[0] = r.token;
+    std::vector<float> out(ids.size());
+    req.mirostat_mu = &mu2;
+    const nc::distribution d = s.processed_logprobs_of(std::span<const float>(row), ws2, req, ids, out);
+    INFO("rep " << rep << " order " << ref::to_string(o) << " V " << V);
+    REQUIRE(d.status() == r.status);
+    if (r.status != nc::status::ok) {
+      for (float v : out) CHECK(v == -std::numeric_limits<float>::infinity());
+      continue;
+    }
+    CHECK(std::bit_cast<std::uint32_t>(out[0]) == std::bit_cast<std::uint32_t>(r.logprob));
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      const auto it = std::find(d.ids().begin(), d.ids().end(), ids[i]);
+      const float prob =
+          it == d.ids().end() ? 0.0f : d.probs()[static_cast<std::size_t>(it - d.ids().begin())];
+      if (prob > 0.0f) {
+        ++kept;
+        CHECK(std::exp(double(out[i])) == Approx(prob).epsilon(1e-5).margin(1e-30));
+      } else {
+        ++dropped;
+        CHECK(out[i] == -std::numeric_limits<float>::infinity());
+      }
+    }
+    ++checked;
+  }
+  CHECK(checked >= 250);
+  CHECK(kept >= 300);
+  CHECK(dropped >= 200);
 }

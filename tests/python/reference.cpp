@@ -1,6 +1,13 @@
 // The C++ side of python/tests/test_same_bits.py: samples the cases of a JSON file with nc::sampler
 // row by row (built with this project's flags, where the Python module has none) and prints one line
-// per case, "token logprob-bits rank status top-id:logprob-bits...". The rows are the test's own files.
+// per case, "token logprob-bits rank status top-id:logprob-bits..."; then one line per "top" case
+// (nc::top_logprobs: "id:logprob-bits...") and per "verify" case (nc::draft_verifier: "accepted
+// emitted status token:logprob-bits..."). The rows are the test's own files.
+// `--bench FILE B V THREADS ITERS` times batch_sampler::sample on FILE's [B, V] float32 rows as
+// python/bench/overhead.py times nucleus.sample_batch (vLLM order, T 0.7, top-k 50, top-p 0.9, seed r
+// for row r) and prints the median and minimum nanoseconds per call.
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -61,9 +68,90 @@ nc::engine_order order_of(const std::string& s) {
 
 }  // namespace
 
+void print_logprob(std::int32_t token, float logprob) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &logprob, 4);
+  std::printf(" %d:%08x", token, bits);
+}
+
+// One line per top case: row `row` of `dtype`, its n most likely raw tokens.
+template <class T>
+void top_case(const std::vector<T>& rows, std::size_t vocab, const json& c, nc::workspace& ws) {
+  const auto r = c["row"].get<std::size_t>();
+  const auto top =
+      nc::top_logprobs(std::span<const T>(rows).subspan(r * vocab, vocab), c["n"].get<std::size_t>(), ws);
+  std::printf("T");
+  for (const nc::token_logprob& t : top) print_logprob(t.token, t.logprob);
+  std::printf("\n");
+}
+
+// One line per verify case: rows [first, first + k] of `dtype` against the draft, with the draft's
+// probabilities from row `q_row` of the draft_probs file on (or none).
+template <class T>
+void verify_case(const std::vector<T>& rows, std::size_t vocab, const std::vector<float>& q, const json& c,
+                 const std::vector<std::int32_t>& prompt, const std::vector<std::int32_t>& output,
+                 nc::workspace& ws) {
+  const nc::sampler s(params_of(c["params"]), order_of(c["order"].get<std::string>()));
+  const auto draft = c["draft"].get<std::vector<std::int32_t>>();
+  const std::size_t k = draft.size();
+  const nc::logits_matrix<T> target{rows.data() + c["first"].get<std::size_t>() * vocab, k + 1, vocab, vocab};
+  const long long q_row = c["q_row"].get<long long>();
+  const std::span<const float> probs =
+      q_row < 0 ? std::span<const float>{} : std::span<const float>(q).subspan(q_row * vocab, k * vocab);
+  float mu = nc::mirostat_initial_mu(s.params().mirostat_tau);
+  const nc::row_request rq{prompt, output, {}, c["position"].get<std::uint64_t>(), &mu, 0};
+  std::vector<nc::row_result> out(k + 1);
+  nc::draft_verifier v;
+  const nc::verify_result res = v.verify(s, target, draft, probs, ws, rq, out);
+  std::printf("V %u %u %d", res.accepted, res.emitted, static_cast<int>(res.status));
+  for (std::uint32_t i = 0; i < res.emitted; ++i) print_logprob(out[i].token, out[i].logprob);
+  std::printf("\n");
+}
+
+// batch_sampler::sample on [B, V] float32 rows, timed per call (the rows stay in cache as Python's do).
+int bench(int argc, char** argv) {
+  if (argc != 7) {
+    std::cerr << "usage: nucleus_py_reference --bench FILE B V THREADS ITERS\n";
+    return 2;
+  }
+  const auto B = std::stoul(argv[3]), V = std::stoul(argv[4]), threads = std::stoul(argv[5]);
+  const auto iters = std::stoul(argv[6]);
+  const auto x = read_rows<float>(argv[2], B * V);
+  nc::sampling_params p;
+  p.temperature = 0.7f;
+  p.top_k = 50;
+  p.top_p = 0.9f;
+  std::vector<nc::sampler> samplers;
+  for (std::size_t r = 0; r < B; ++r) {
+    p.seed = r;
+    samplers.emplace_back(p, nc::engine_order::vllm);
+  }
+  std::vector<nc::batch_row> rows(B);
+  for (std::size_t r = 0; r < B; ++r) rows[r] = {&samplers[r], {}};
+  std::vector<nc::row_result> out(B);
+  nc::thread_pool pool(threads);
+  nc::batch_sampler batch;
+  const nc::logits_matrix<float> m{x.data(), B, V, V};
+  std::vector<double> ns;
+  for (std::size_t i = 0; i < iters + iters / 10 + 1; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (threads == 1)
+      batch.sample(m, rows, out);
+    else
+      batch.sample(m, rows, out, pool);
+    const auto t1 = std::chrono::steady_clock::now();
+    if (i > iters / 10) ns.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count());  // warm-up
+  }
+  std::sort(ns.begin(), ns.end());
+  std::printf("{\"median_ns\": %.0f, \"min_ns\": %.0f, \"token0\": %d}\n", ns[ns.size() / 2], ns[0],
+              out[0].token);
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == "--bench") return bench(argc, argv);
   if (argc != 2) {
-    std::cerr << "usage: nucleus_py_reference CASES.json\n";
+    std::cerr << "usage: nucleus_py_reference CASES.json | --bench FILE B V THREADS ITERS\n";
     return 2;
   }
   std::ifstream in(argv[1]);
@@ -98,6 +186,28 @@ int main(int argc, char** argv) {
       std::printf(" %d:%08x", top[i].token, bits);
     }
     std::printf("\n");
+  }
+  for (const json& c : spec.value("top", json::array())) {
+    const std::string dtype = c["dtype"].get<std::string>();
+    if (dtype == "float32")
+      top_case(f32, vocab, c, ws);
+    else if (dtype == "bfloat16")
+      top_case(bf, vocab, c, ws);
+    else
+      top_case(hf, vocab, c, ws);
+  }
+  if (spec.contains("verify")) {
+    const auto q_rows = spec["draft_probs_rows"].get<std::size_t>();
+    const auto q = read_rows<float>(spec["draft_probs"].get<std::string>(), q_rows * vocab);
+    for (const json& c : spec["verify"]) {
+      const std::string dtype = c["dtype"].get<std::string>();
+      if (dtype == "float32")
+        verify_case(f32, vocab, q, c, prompt, output, ws);
+      else if (dtype == "bfloat16")
+        verify_case(bf, vocab, q, c, prompt, output, ws);
+      else
+        verify_case(hf, vocab, q, c, prompt, output, ws);
+    }
   }
   return 0;
 }

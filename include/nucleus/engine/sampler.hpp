@@ -179,11 +179,60 @@ class sampler {
   // returns it. A view into ws. invalid_input gives an empty distribution with that status.
   template <logit_type T>
   distribution process(std::span<const T> row, workspace& ws, const row_request& rq) const {
-    if (row.empty()) return {nullptr, nullptr, 0, false, status::empty_row};
-    if (!procs_.fits(row.size(), rq)) return {nullptr, nullptr, 0, false, status::invalid_input};
-    if (params_.mirostat != 0 && rq.mirostat_mu == nullptr)
-      return {nullptr, nullptr, 0, false, status::invalid_input};
-    return with_row(row, ws, rq, [&](auto x) {
+    distribution d;
+    const status st = with_processed(row, ws, rq, [&](row_state& s) { d = materialize(s); });
+    return st == status::ok ? d : distribution(nullptr, nullptr, 0, false, st);
+  }
+
+  // The replay a trainer needs: out[i] = tokens[i]'s logprob in the distribution the draw used, by
+  // the draw's own formula (the scaled logit less the log of the exact weight sum), so the drawn
+  // token's entry is sample()'s processed logprob bit for bit; a greedy row gives its token 0. A
+  // token outside the distribution (or with probability 0 in it) gets -inf, and so does every token
+  // of a row that fails. Returns that distribution (a view into ws), whose ids with a positive
+  // probability are the kept set. out.size() == tokens.size(); ids must be in [0, row.size()).
+  template <logit_type T>
+  distribution processed_logprobs_of(std::span<const T> row, workspace& ws, const row_request& rq,
+                                     std::span<const std::int32_t> tokens, std::span<float> out) const {
+    std::fill(out.begin(), out.end(), -std::numeric_limits<float>::infinity());
+    distribution d;
+    const status st = with_processed(row, ws, rq, [&](row_state& s) {
+      const bool greedy = s.greedy();
+      d = materialize(s);
+      if (d.status() != status::ok) return;
+      const std::span<const std::int32_t> ids = d.ids();
+      if (greedy) {
+        for (std::size_t i = 0; i < tokens.size(); ++i)
+          if (tokens[i] == ids[0]) out[i] = 0.0f;
+        return;
+      }
+      const float m = s.max_logit();
+      const float inv = s.inv_temperature();
+      const double log_z =
+          std::log(detail::to_double(detail::exp_sum(s.logits(), s.size(), m, inv, nullptr)));
+      for (std::size_t i = 0; i < tokens.size(); ++i) {
+        std::size_t j = ids.size();
+        if (d.sorted()) {
+          j = static_cast<std::size_t>(std::find(ids.begin(), ids.end(), tokens[i]) - ids.begin());
+        } else {  // ascending ids
+          const auto it = std::lower_bound(ids.begin(), ids.end(), tokens[i]);
+          if (it != ids.end() && *it == tokens[i]) j = static_cast<std::size_t>(it - ids.begin());
+        }
+        if (j < ids.size() && d.probs()[j] > 0.0f)
+          out[i] = static_cast<float>(static_cast<double>(detail::scaled(s.logits()[j], m, inv)) - log_z);
+      }
+    });
+    return st == status::ok ? d : distribution(nullptr, nullptr, 0, false, st);
+  }
+
+  // The row state a draw starts from: the processors, then the stages (or mirostat's temperature and
+  // cut), no draw; f(row_state&) reads it. Returns the status sample() gives a row it cannot start
+  // (f is then not called), else ok.
+  template <logit_type T, class F>
+  status with_processed(std::span<const T> row, workspace& ws, const row_request& rq, F&& f) const {
+    if (row.empty()) return status::empty_row;
+    if (!procs_.fits(row.size(), rq)) return status::invalid_input;
+    if (params_.mirostat != 0 && rq.mirostat_mu == nullptr) return status::invalid_input;
+    with_row(row, ws, rq, [&](auto x) {
       row_state s(x, ws);
       const draw_key key{params_.seed, rq.position, rq.stream};
       if (params_.mirostat != 0) {
@@ -193,8 +242,9 @@ class sampler {
       } else {
         std::visit([&](const auto& c) { c.apply(s, key); }, chain_);
       }
-      return materialize(s);
+      f(s);
     });
+    return status::ok;
   }
 
  private:
