@@ -6,6 +6,8 @@
 #include <concepts>
 #include <cstdint>
 
+#include "nucleus/core/host_device.hpp"
+
 namespace nucleus {
 
 // bfloat16: the top 16 bits of a binary32. A plain bit container, as engines hand it over.
@@ -24,35 +26,35 @@ namespace detail {
 
 // Exact binary16 -> binary32 for every input. Integer-only, so flush-to-zero modes cannot touch
 // subnormals; NaNs keep their payload unquieted (as numpy converts).
-constexpr float half_bits_to_float(std::uint16_t h) noexcept {
+NUCLEUS_HD constexpr float half_bits_to_float(std::uint16_t h) noexcept {
   const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
   const std::uint32_t exponent = (h >> 10) & 0x1fu;
   std::uint32_t mantissa = h & 0x3ffu;
-  if (exponent == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | (mantissa << 13));
-  if (exponent != 0) return std::bit_cast<float>(sign | ((exponent + 112u) << 23) | (mantissa << 13));
-  if (mantissa == 0) return std::bit_cast<float>(sign);
+  if (exponent == 0x1f) return float_from_bits(sign | 0x7f800000u | (mantissa << 13));
+  if (exponent != 0) return float_from_bits(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+  if (mantissa == 0) return float_from_bits(sign);
   // A subnormal half: shift the leading one up to the implicit bit; each shift lowers the exponent.
   std::uint32_t e = 113;
   while ((mantissa & 0x400u) == 0) {
     mantissa <<= 1;
     --e;
   }
-  return std::bit_cast<float>(sign | (e << 23) | ((mantissa & 0x3ffu) << 13));
+  return float_from_bits(sign | (e << 23) | ((mantissa & 0x3ffu) << 13));
 }
 
-constexpr float bf16_bits_to_float(std::uint16_t b) noexcept {
-  return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16);
+NUCLEUS_HD constexpr float bf16_bits_to_float(std::uint16_t b) noexcept {
+  return float_from_bits(static_cast<std::uint32_t>(b) << 16);
 }
 
 }  // namespace detail
 
-constexpr float to_float(float x) noexcept {
+NUCLEUS_HD constexpr float to_float(float x) noexcept {
   return x;
 }
-constexpr float to_float(bf16 x) noexcept {
+NUCLEUS_HD constexpr float to_float(bf16 x) noexcept {
   return detail::bf16_bits_to_float(x.bits);
 }
-constexpr float to_float(f16 x) noexcept {
+NUCLEUS_HD constexpr float to_float(f16 x) noexcept {
   return detail::half_bits_to_float(x.bits);
 }
 

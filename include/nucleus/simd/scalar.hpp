@@ -2,6 +2,10 @@
 // rank keys. Kernels (compiled per target) and stages (compiled with the consumer's flags) both use
 // these, so every operation here is written to give the same bits under any compiler flags: fused
 // multiply-adds are spelled out with std::fma (exact on every target), and no product feeds an add.
+// Under nvcc the same definitions compile for the device too (NUCLEUS_HD, core/host_device.hpp) for
+// the GPU sampler (nucleus/cuda/); where a device path differs in spelling it is the same IEEE
+// operation (__fmaf_rn is std::fma; __fmul_rn and __fsub_rn are the plain rounded product and
+// difference, which nvcc would otherwise be free to contract).
 #pragma once
 
 #include <bit>
@@ -11,6 +15,7 @@
 #include <limits>
 
 #include "nucleus/core/draw_key.hpp"
+#include "nucleus/core/host_device.hpp"
 
 #if defined(__GNUC__) || defined(__clang__)
 #define NUCLEUS_INLINE [[gnu::always_inline]] inline
@@ -20,13 +25,21 @@
 
 namespace nucleus::detail {
 
-NUCLEUS_INLINE float inf() noexcept {
+NUCLEUS_HD NUCLEUS_INLINE float inf() noexcept {
+#if defined(__CUDA_ARCH__)
+  return __builtin_huge_valf();
+#else
   return std::numeric_limits<float>::infinity();
+#endif
 }
 
 // a*b+c with one rounding, whatever the target (std::fma is exact by definition).
-NUCLEUS_INLINE float madd(float a, float b, float c) noexcept {
+NUCLEUS_HD NUCLEUS_INLINE float madd(float a, float b, float c) noexcept {
+#if defined(__CUDA_ARCH__)
+  return __fmaf_rn(a, b, c);
+#else
   return std::fma(a, b, c);
+#endif
 }
 
 namespace exp_consts {
@@ -42,7 +55,7 @@ inline constexpr float c0 = 1.9875691500e-4f, c1 = 1.3981999507e-3f, c2 = 8.3334
 
 // exp(y), the same operation sequence as the packs' exp (simd/pack.hpp): within 2 ulp on (-86, 0];
 // y <= -86 and NaN give 0. Domain: y <= 88.
-NUCLEUS_INLINE float exp_scalar(float y) noexcept {
+NUCLEUS_HD NUCLEUS_INLINE float exp_scalar(float y) noexcept {
   using namespace exp_consts;
   if (!(y > lo)) return 0.0f;
   const float k = madd(y, log2e, round_magic);
@@ -55,13 +68,16 @@ NUCLEUS_INLINE float exp_scalar(float y) noexcept {
   p = madd(p, r, c4);
   p = madd(p, r, c5);
   const float e = madd(p, r * r, r) + 1.0f;
-  const auto bits = static_cast<std::uint32_t>(std::bit_cast<std::int32_t>(k) - (0x4B400000 - 127));
-  return e * std::bit_cast<float>(bits << 23);
+  const auto bits = static_cast<std::uint32_t>(static_cast<std::int32_t>(bits_of(k)) - (0x4B400000 - 127));
+  return e * float_from_bits(bits << 23);
 }
 
 // a * b rounded to float on its own, so that no compiler (-ffp-contract=fast) fuses it into a
 // following add: for a*b+c with two roundings, write add(mul_rounded(a, b), c).
-NUCLEUS_INLINE float mul_rounded(float a, float b) noexcept {
+NUCLEUS_HD NUCLEUS_INLINE float mul_rounded(float a, float b) noexcept {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);  // nvcc never contracts this intrinsic
+#else
   float p = a * b;
 #if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
   __asm__("" : "+x"(p));
@@ -72,10 +88,15 @@ NUCLEUS_INLINE float mul_rounded(float a, float b) noexcept {
   p = v;
 #endif
   return p;
+#endif
 }
 
-NUCLEUS_INLINE float scaled(float x, float shift, float scale) noexcept {
+NUCLEUS_HD NUCLEUS_INLINE float scaled(float x, float shift, float scale) noexcept {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(__fsub_rn(x, shift), scale);
+#else
   return (x - shift) * scale;
+#endif
 }
 
 // --- exact weights ------------------------------------------------------------------------------
@@ -87,18 +108,18 @@ inline constexpr int weight_bits = 48;
 inline constexpr double weight_of_one = 0x1p48;  // the weight of e = 1: the row's maximum
 inline constexpr double weight_ulp = 0x1p-48;    // one unit of weight, as a fraction of e
 
-NUCLEUS_INLINE std::uint64_t weight(float e) noexcept {
+NUCLEUS_HD NUCLEUS_INLINE std::uint64_t weight(float e) noexcept {
   return static_cast<std::uint64_t>(static_cast<double>(e) * weight_of_one);  // both steps exact
 }
 // The sum as a real number (one rounding).
-inline double to_double(wsum w) noexcept {
+NUCLEUS_HD inline double to_double(wsum w) noexcept {
   return static_cast<double>(w) * weight_ulp;
 }
 
 // One logit's part of the moments' sums (kernels/reduce.hpp: moment_sums): its weight into total,
 // and weight * trunc(-y 2^40) into weighted (y <= 0; y counts as 0 where the weight is 0, so -inf
 // and NaN add nothing). -y 2^40 is exact in double (a power of two); the cast truncates.
-NUCLEUS_INLINE void add_moment(float e, float y, wsum& total, wsum& weighted) noexcept {
+NUCLEUS_HD NUCLEUS_INLINE void add_moment(float e, float y, wsum& total, wsum& weighted) noexcept {
   const std::uint64_t w = weight(e);
   const float yw = w != 0 ? y : 0.0f;
   total += w;
@@ -106,15 +127,20 @@ NUCLEUS_INLINE void add_moment(float e, float y, wsum& total, wsum& weighted) no
 }
 
 // floor(u * total) for the key's 53-bit uniform u: the draw's point in [0, total) (total < 2^75).
-inline wsum draw_point(draw_key key, wsum total) noexcept {
+NUCLEUS_HD inline wsum draw_point(draw_key key, wsum total) noexcept {
   return (static_cast<wsum>(key_bits(key) >> 11) * total) >> 53;
 }
 
 // The least integer T with  m < T  <=>  m < p * total  for every integer m: top-p's cut on masses.
-inline wsum mass_bound(float p, wsum total) noexcept {
+NUCLEUS_HD inline wsum mass_bound(float p, wsum total) noexcept {
   int e = 0;
+#if defined(__CUDA_ARCH__)
+  const float f = frexpf(p, &e);  // CUDA's frexpf and ldexpf are exact, as the std ones
+  const auto mant = static_cast<wsum>(static_cast<std::uint32_t>(ldexpf(f, 24)));
+#else
   const float f = std::frexp(p, &e);  // p = f * 2^e, f in [0.5, 1): exact
   const auto mant = static_cast<wsum>(static_cast<std::uint32_t>(std::ldexp(f, 24)));
+#endif
   const int shift = 24 - e;  // p * total = mant * total / 2^shift; mant * total < 2^99
   const wsum prod = mant * total;
   if (shift <= 0) return prod << -shift;
@@ -125,22 +151,22 @@ inline wsum mass_bound(float p, wsum total) noexcept {
 // --- rank keys ----------------------------------------------------------------------------------
 // Order-preserving integer image of a float: a < b  <=>  ordered(a) < ordered(b) (for non-NaN).
 // -0 and +0 compare equal, so they share one image (ties between them go by id, like any tie).
-inline std::uint32_t ordered(float v) noexcept {
-  const auto b = std::bit_cast<std::uint32_t>(v == 0.0f ? 0.0f : v);
+NUCLEUS_HD inline std::uint32_t ordered(float v) noexcept {
+  const auto b = bits_of(v == 0.0f ? 0.0f : v);
   return b & 0x80000000u ? ~b : b | 0x80000000u;
 }
-inline float from_ordered(std::uint32_t o) noexcept {
-  return std::bit_cast<float>(o & 0x80000000u ? o & 0x7FFFFFFFu : ~o);
+NUCLEUS_HD inline float from_ordered(std::uint32_t o) noexcept {
+  return float_from_bits(o & 0x80000000u ? o & 0x7FFFFFFFu : ~o);
 }
 
 // One integer that orders candidates by (logit descending, id ascending): a larger key ranks first.
-inline std::uint64_t rank_key(float v, std::int32_t id) noexcept {
+NUCLEUS_HD inline std::uint64_t rank_key(float v, std::int32_t id) noexcept {
   return (std::uint64_t{ordered(v)} << 32) | (0xFFFFFFFFu - static_cast<std::uint32_t>(id));
 }
-inline float key_value(std::uint64_t k) noexcept {
+NUCLEUS_HD inline float key_value(std::uint64_t k) noexcept {
   return from_ordered(static_cast<std::uint32_t>(k >> 32));
 }
-inline std::int32_t key_id(std::uint64_t k) noexcept {
+NUCLEUS_HD inline std::int32_t key_id(std::uint64_t k) noexcept {
   return static_cast<std::int32_t>(0xFFFFFFFFu - static_cast<std::uint32_t>(k));
 }
 

@@ -1,0 +1,91 @@
+// The GPU sampler: one kernel launch samples B rows of V logits (float, bf16 or f16, rows `stride`
+// elements apart) in device memory, each row with its own knobs (row_params, made on the host by
+// make_row_params) and its own draw key (seed, position, stream) read from device arrays, so that a
+// captured CUDA graph replays with new positions without new launch arguments. Each row gets the
+// token, logprob and status nc::sampler gives for it (docs/cuda.md says what is checked where).
+// Header-only CUDA C++, compiled by the consumer's nvcc (CMake target nucleus::cuda).
+#pragma once
+
+#if !defined(__CUDACC__)
+#error "nucleus/cuda/sampler.cuh is CUDA C++: compile it with nvcc (nucleus/cuda/params.hpp is plain C++)"
+#endif
+#if defined(__USE_FAST_MATH__)
+#error \
+    "nucleus/cuda: --use_fast_math changes float arithmetic (flush to zero, approximate division); the sampler's bits need IEEE float"
+#endif
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "nucleus/core/draw_key.hpp"
+#include "nucleus/core/logit_types.hpp"
+#include "nucleus/cuda/block.cuh"
+#include "nucleus/cuda/row_params.hpp"
+#include "nucleus/cuda/row_sampler.hpp"
+
+namespace nucleus::cuda {
+
+// One launch's arguments. Every pointer is device memory; every array has `rows` entries.
+struct batch_view {
+  const void* logits = nullptr;  // rows x stride elements of dtype
+  logit_dtype dtype = logit_dtype::f32;
+  std::uint32_t rows = 0;
+  std::uint32_t vocab = 0;  // V: the logits of a row
+  std::size_t stride = 0;   // elements from one row to the next (>= vocab)
+  const row_params* params = nullptr;
+  const std::uint64_t* seeds = nullptr;
+  const std::uint64_t* positions = nullptr;
+  const std::uint64_t* streams = nullptr;  // null: stream 0 for every row
+  std::int32_t* tokens = nullptr;          // out: -1 unless the status is ok
+  float* logprobs = nullptr;               // out, optional
+  std::uint8_t* statuses = nullptr;        // out, optional: nucleus::status values
+};
+
+// Threads per row: 512 leaves each thread 128 registers for the 128-bit sums.
+inline constexpr int default_threads = 512;
+
+namespace detail {
+
+template <class T, int Threads>
+__global__ void __launch_bounds__(Threads) sample_rows(batch_view a) {
+  __shared__ typename cuda_block<Threads>::storage shared;
+  cuda_block<Threads> block(shared);
+  const std::uint32_t r = blockIdx.x;
+  const T* row = static_cast<const T*>(a.logits) + static_cast<std::size_t>(r) * a.stride;
+  const draw_key key{a.seeds[r], a.positions[r], a.streams ? a.streams[r] : 0};
+  const row_params p = a.params[r];
+  const row_output o = sample_row(block, row, a.vocab, p, key);
+  if (threadIdx.x == 0) {
+    a.tokens[r] = o.token;
+    if (a.logprobs) a.logprobs[r] = o.logprob;
+    if (a.statuses) a.statuses[r] = static_cast<std::uint8_t>(o.status);
+  }
+}
+
+}  // namespace detail
+
+// Launches the batch on `stream` (asynchronous, no allocation: capturable in a CUDA graph).
+template <int Threads = default_threads>
+cudaError_t sample_batch(const batch_view& a, cudaStream_t stream = nullptr) {
+  if (a.rows == 0) return cudaSuccess;
+  if (a.logits == nullptr || a.params == nullptr || a.seeds == nullptr || a.positions == nullptr ||
+      a.tokens == nullptr || a.stride < a.vocab)
+    return cudaErrorInvalidValue;
+  const dim3 grid(a.rows), block(Threads);
+  switch (a.dtype) {
+    case logit_dtype::f32:
+      detail::sample_rows<float, Threads><<<grid, block, 0, stream>>>(a);
+      break;
+    case logit_dtype::bf16:
+      detail::sample_rows<bf16, Threads><<<grid, block, 0, stream>>>(a);
+      break;
+    case logit_dtype::f16:
+      detail::sample_rows<f16, Threads><<<grid, block, 0, stream>>>(a);
+      break;
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace nucleus::cuda

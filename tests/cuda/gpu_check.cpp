@@ -1,0 +1,294 @@
+// The GPU sampler on a device against nc::sampler on the host (scripts/gpu-check runs it; it needs a
+// GPU, so ctest only builds it). Checks: (1) >= 20,000 random rows (every order, dtype, the
+// vocabulary sizes of tests/cuda/host_equality.cpp, NaN / +-inf / ties), token and status equal and
+// logprob equal to the bit or, where CUDA's double log differs from glibc's in its last bit, to one
+// float ulp (counted and printed); (2) batch invariance: a row's result does not depend on its batch
+// or its place in it; (3) a chi-square test of the draw's distribution against the processed
+// distribution; (4) a captured CUDA graph replayed with new positions. Exit 0: all passed; 77: no
+// device; 1: a check failed.
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cases.hpp"
+#include "gpu_launch.hpp"
+
+namespace {
+
+namespace nc = nucleus;
+using gpu_cases::row_case;
+
+int failures = 0;
+
+void fail(const std::string& what) {
+  ++failures;
+  if (failures <= 20) std::printf("FAIL: %s\n", what.c_str());
+}
+
+std::size_t elem_size(nc::logit_dtype d) {
+  return d == nc::logit_dtype::f32 ? 4 : 2;
+}
+
+// Cases of one vocabulary size and dtype as one launch (rows `stride` apart, stride > V).
+gpu_launch::batch_in batch_of(const std::vector<const row_case*>& cs, std::size_t pad) {
+  gpu_launch::batch_in b;
+  b.dtype = cs.front()->dtype;
+  b.rows = static_cast<std::uint32_t>(cs.size());
+  b.vocab = static_cast<std::uint32_t>(cs.front()->vocab());
+  b.stride = b.vocab + pad;
+  const std::size_t es = elem_size(b.dtype);
+  b.logits.assign(b.rows * b.stride * es, 0xff);  // padding: NaN in every dtype, never read
+  for (std::uint32_t r = 0; r < b.rows; ++r) {
+    std::memcpy(b.logits.data() + r * b.stride * es, cs[r]->data(), b.vocab * es);
+    b.params.push_back(nucleus::cuda::make_row_params(cs[r]->params, cs[r]->order));
+    b.seeds.push_back(cs[r]->params.seed);
+    b.positions.push_back(cs[r]->position);
+    b.streams.push_back(cs[r]->stream);
+  }
+  return b;
+}
+
+// 0: the same bits; else the float ulps between them (huge across signs).
+std::uint32_t ulps(float a, float b) {
+  const auto ia = static_cast<std::int64_t>(std::bit_cast<std::int32_t>(a));
+  const auto ib = static_cast<std::int64_t>(std::bit_cast<std::int32_t>(b));
+  return static_cast<std::uint32_t>(std::min<std::int64_t>(std::llabs(ia - ib), 0xffffffff));
+}
+
+struct tally {
+  int cases = 0, exact = 0, one_ulp = 0;
+};
+
+void compare(const row_case& c, const nc::row_result& r, const gpu_launch::batch_out& o, std::size_t i,
+             tally& t) {
+  ++t.cases;
+  const auto st = static_cast<nc::status>(o.statuses[i]);
+  if (r.token != o.tokens[i] || r.status != st) {
+    fail(gpu_cases::describe(c) + ": cpu token " + std::to_string(r.token) + " status " +
+         std::to_string(static_cast<int>(r.status)) + ", gpu token " + std::to_string(o.tokens[i]) +
+         " status " + std::to_string(static_cast<int>(st)));
+    return;
+  }
+  const std::uint32_t d = ulps(r.logprob, o.logprobs[i]);
+  if (d == 0) {
+    ++t.exact;
+  } else if (d == 1) {
+    ++t.one_ulp;
+  } else {
+    fail(gpu_cases::describe(c) + ": logprob cpu " + std::to_string(r.logprob) + " gpu " +
+         std::to_string(o.logprobs[i]));
+  }
+}
+
+bool same_out(const gpu_launch::batch_out& a, std::size_t i, const gpu_launch::batch_out& b, std::size_t j) {
+  return a.tokens[i] == b.tokens[j] && a.statuses[i] == b.statuses[j] &&
+         std::bit_cast<std::uint32_t>(a.logprobs[i]) == std::bit_cast<std::uint32_t>(b.logprobs[j]);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // --cases N: random rows (default 20,000); --max-vocab V: only the sizes up to V; --quick: no
+  // chi-square and no graph (for the sanitizer runs, which are slow).
+  int total_cases = 20000;
+  std::size_t max_vocab = ~std::size_t{0};
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--cases" && i + 1 < argc) {
+      total_cases = std::atoi(argv[++i]);
+    } else if (a == "--max-vocab" && i + 1 < argc) {
+      max_vocab = std::strtoull(argv[++i], nullptr, 10);
+    } else if (a == "--quick") {
+      quick = true;
+    } else {
+      std::printf("usage: gpu_check [--cases N] [--max-vocab V] [--quick]\n");
+      return 2;
+    }
+  }
+  std::string name;
+  if (const std::string e = gpu_launch::device(name); !e.empty()) {
+    std::printf("gpu_check: %s; nothing to check here\n", e.c_str());
+    return 77;
+  }
+  std::printf("gpu_check: device %s, %d random cases\n", name.c_str(), total_cases);
+
+  // (1) Equality over random cases, one launch per (vocabulary, dtype).
+  struct tier {
+    std::size_t vocab;
+    double share;
+  };
+  const tier tiers[] = {{1, 0.15}, {1000, 0.55}, {32000, 0.25}, {151936, 0.03}, {248320, 0.02}};
+  std::mt19937_64 rng(0x6e75636c657573);
+  nc::workspace ws;
+  tally all;
+  std::vector<row_case> invariance_cases;
+  double kept_share = 0;
+  for (const tier& t : tiers)
+    if (t.vocab <= max_vocab) kept_share += t.share;
+  for (const tier& t : tiers) {
+    if (t.vocab > max_vocab) continue;
+    const int n = std::max(1, static_cast<int>(total_cases * t.share / kept_share));
+    std::vector<row_case> cases;
+    cases.reserve(n);
+    for (int i = 0; i < n; ++i) cases.push_back(gpu_cases::random_case(rng, t.vocab));
+    for (nc::logit_dtype d : {nc::logit_dtype::f32, nc::logit_dtype::bf16, nc::logit_dtype::f16}) {
+      std::vector<const row_case*> group;
+      for (const row_case& c : cases)
+        if (c.dtype == d) group.push_back(&c);
+      if (group.empty()) continue;
+      // Launches of at most 2048 rows (device memory: 2048 x 248320 floats is 2 GB).
+      for (std::size_t b0 = 0; b0 < group.size(); b0 += 2048) {
+        const std::vector<const row_case*> part(group.begin() + b0,
+                                                group.begin() + std::min(group.size(), b0 + 2048));
+        const gpu_launch::batch_in in = batch_of(part, 1 + static_cast<std::size_t>(d) * 3);
+        gpu_launch::batch_out out;
+        if (const std::string e = gpu_launch::run(in, out); !e.empty()) {
+          fail("launch: " + e);
+          continue;
+        }
+        std::printf("  V=%zu dtype=%d: %zu rows in %.3f ms\n", t.vocab, static_cast<int>(d), part.size(),
+                    out.ms);
+        for (std::size_t i = 0; i < part.size(); ++i)
+          compare(*part[i], gpu_cases::reference(*part[i], ws), out, i, all);
+      }
+    }
+    if (t.vocab == 1000)
+      invariance_cases.assign(cases.begin(), cases.begin() + std::min<std::size_t>(cases.size(), 600));
+  }
+  std::printf("equality: %d cases, %d logprobs to the bit, %d one float ulp apart (CUDA's log)\n", all.cases,
+              all.exact, all.one_ulp);
+  if (all.cases < total_cases * 0.99) fail("fewer cases than asked");
+
+  // (2) Batch invariance: each dtype's rows as one batch, one by one, and reversed.
+  int invariant = 0;
+  for (nc::logit_dtype d : {nc::logit_dtype::f32, nc::logit_dtype::bf16, nc::logit_dtype::f16}) {
+    std::vector<const row_case*> group;
+    for (const row_case& c : invariance_cases)
+      if (c.dtype == d) group.push_back(&c);
+    if (group.empty()) continue;
+    gpu_launch::batch_out whole, rev;
+    if (const std::string e = gpu_launch::run(batch_of(group, 0), whole); !e.empty()) fail("launch: " + e);
+    std::vector<const row_case*> reversed(group.rbegin(), group.rend());
+    if (const std::string e = gpu_launch::run(batch_of(reversed, 17), rev); !e.empty()) fail("launch: " + e);
+    for (std::size_t i = 0; i < group.size() && i < whole.tokens.size() && i < rev.tokens.size(); ++i) {
+      gpu_launch::batch_out one;
+      if (i % 10 == 0) {  // one row alone
+        if (const std::string e = gpu_launch::run(batch_of({group[i]}, 0), one); !e.empty())
+          fail("launch: " + e);
+        if (one.tokens.empty() || !same_out(whole, i, one, 0))
+          fail("batch invariance (alone): " + gpu_cases::describe(*group[i]));
+      }
+      if (!same_out(whole, i, rev, group.size() - 1 - i))
+        fail("batch invariance (reversed): " + gpu_cases::describe(*group[i]));
+      ++invariant;
+    }
+  }
+  std::printf("batch invariance: %d rows the same in a batch, reversed and alone\n", invariant);
+
+  // (3) Chi-square: one row, many positions, each order; against the processed distribution.
+  if (!quick)
+    for (nc::engine_order order : {nc::engine_order::nucleus, nc::engine_order::vllm, nc::engine_order::hf,
+                                   nc::engine_order::llama_cpp}) {
+      constexpr std::size_t v = 1000;
+      constexpr std::uint32_t draws = 40000;
+      std::mt19937_64 r2(7);
+      std::normal_distribution<float> normal(0.0f, 2.0f);
+      row_case c;
+      c.order = order;
+      c.params.temperature = 0.8f;
+      c.params.top_k = 200;
+      c.params.top_p = 0.95f;
+      c.params.min_p = 0.001f;
+      c.params.seed = 12345;
+      for (std::size_t i = 0; i < v; ++i) c.f32.push_back(normal(r2));
+      std::vector<row_case> rows(draws, c);
+      std::vector<const row_case*> ptrs;
+      for (std::uint32_t i = 0; i < draws; ++i) {
+        rows[i].position = i;
+        ptrs.push_back(&rows[i]);
+      }
+      gpu_launch::batch_out out;
+      if (const std::string e = gpu_launch::run(batch_of(ptrs, 0), out); !e.empty()) {
+        fail("launch: " + e);
+        continue;
+      }
+      const nc::sampler s(c.params, order);
+      const nc::distribution dist = s.process(std::span<const float>(c.f32), ws, nc::row_request{});
+      std::map<std::int32_t, double> expected;
+      for (std::size_t i = 0; i < dist.size(); ++i)
+        expected[dist.ids().data() ? dist.ids()[i] : static_cast<std::int32_t>(i)] =
+            dist.probs()[i] * double{draws};
+      std::map<std::int32_t, double> seen;
+      int mismatched = 0;
+      for (std::uint32_t i = 0; i < draws; ++i) {
+        seen[out.tokens[i]] += 1;
+        if (i % 8 == 0) {
+          const nc::row_result r = gpu_cases::reference(rows[i], ws);
+          if (r.token != out.tokens[i]) ++mismatched;
+        }
+      }
+      double chi2 = 0, rest_e = 0, rest_o = 0;
+      int bins = 0;
+      for (const auto& [id, e] : expected) {
+        const double o = seen.count(id) ? seen[id] : 0.0;
+        if (e < 5) {
+          rest_e += e;
+          rest_o += o;
+          continue;
+        }
+        chi2 += (o - e) * (o - e) / e;
+        ++bins;
+      }
+      if (rest_e > 0) {
+        chi2 += (rest_o - rest_e) * (rest_o - rest_e) / rest_e;
+        ++bins;
+      }
+      double outside = 0;
+      for (const auto& [id, o] : seen)
+        if (!expected.count(id)) outside += o;
+      const double df = bins - 1, limit = df + 6 * std::sqrt(2 * df);
+      std::printf(
+          "chi-square (%s): %.1f over %d bins (limit %.1f), %g draws outside the distribution, %d of %u "
+          "checked draws differ from the CPU\n",
+          gpu_cases::order_name(order), chi2, bins, limit, outside, mismatched, draws / 8);
+      if (!(chi2 < limit) || outside > 0 || mismatched > 0)
+        fail(std::string("chi-square ") + gpu_cases::order_name(order));
+    }
+
+  // (4) A captured graph replayed with new positions written to the device array.
+  if (!quick) {
+    std::vector<const row_case*> group;
+    for (const row_case& c : invariance_cases)
+      if (c.dtype == nc::logit_dtype::f32 && group.size() < 64) group.push_back(&c);
+    const gpu_launch::batch_in in = batch_of(group, 0);
+    std::vector<std::vector<std::uint64_t>> sets;
+    for (std::uint64_t k = 0; k < 3; ++k) {
+      std::vector<std::uint64_t> p;
+      for (const row_case* c : group) p.push_back(c->position + 1000 * k);
+      sets.push_back(p);
+    }
+    std::vector<gpu_launch::batch_out> outs;
+    if (const std::string e = gpu_launch::run_graph(in, sets, outs); !e.empty()) fail("graph: " + e);
+    tally g;
+    for (std::size_t k = 0; k < outs.size(); ++k)
+      for (std::size_t i = 0; i < group.size(); ++i) {
+        row_case c = *group[i];
+        c.position = sets[k][i];
+        compare(c, gpu_cases::reference(c, ws), outs[k], i, g);
+      }
+    std::printf("graph replay: %d rows over %zu replays, all as the CPU unless listed\n", g.cases,
+                outs.size());
+  }
+
+  std::printf("gpu_check: %s (%d failures)\n", failures == 0 ? "PASSED" : "FAILED", failures);
+  return failures == 0 ? 0 : 1;
+}

@@ -1,0 +1,40 @@
+// The GPU side of tests/cuda/gpu_check.cpp, compiled by nvcc in gpu_launch.cu: plain C++ types only,
+// so the checking program (compiled by the host compiler) needs no CUDA header.
+#pragma once
+
+#include <nucleus/core/logit_types.hpp>
+#include <nucleus/cuda/row_params.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gpu_launch {
+
+struct batch_in {
+  nucleus::logit_dtype dtype = nucleus::logit_dtype::f32;
+  std::uint32_t rows = 0, vocab = 0;
+  std::size_t stride = 0;
+  std::vector<unsigned char> logits;  // rows x stride elements, host memory
+  std::vector<nucleus::cuda::row_params> params;
+  std::vector<std::uint64_t> seeds, positions, streams;
+};
+
+struct batch_out {
+  std::vector<std::int32_t> tokens;
+  std::vector<float> logprobs;
+  std::vector<std::uint8_t> statuses;
+  double ms = 0;  // the kernel's time
+};
+
+// "" when a device is there (its name in `name`), else why not.
+std::string device(std::string& name);
+// Uploads, samples, downloads; "" on success, else the CUDA error.
+std::string run(const batch_in& in, batch_out& out);
+// The same batch captured once in a CUDA graph, then replayed with each position set written to the
+// device array in turn (the graph's arguments never change): one output per replay.
+std::string run_graph(const batch_in& in, const std::vector<std::vector<std::uint64_t>>& positions,
+                      std::vector<batch_out>& outs);
+
+}  // namespace gpu_launch
