@@ -2,8 +2,8 @@
 // uneven boundaries, the shards dealt to the ranks in contiguous runs (several per rank when a row
 // has more shards than there are ranks), sampled in batches of 8 rows per exchange. Every rank checks
 // the rows it holds against sampler::sample on the whole row: token, logprob bits, rank, top-n bits
-// and status; and, with 2 or more ranks, a rank that throws ends the batch on every rank. Exits 1 on
-// any difference (on every rank), 0 otherwise.
+// and status; and, with 2 or more ranks, a rank that throws (before an exchange, or decoding one)
+// ends the batch on every rank. Exits 1 on any difference (on every rank), 0 otherwise.
 #include <mpi.h>
 
 #include <bit>
@@ -101,11 +101,13 @@ int main(int argc, char** argv) {
     const nc::sampler smp(nc::sampling_params{.seed = 5});
     const std::size_t v0 = V * static_cast<std::size_t>(rank) / static_cast<std::size_t>(ranks);
     const std::size_t v1 = V * static_cast<std::size_t>(rank + 1) / static_cast<std::size_t>(ranks);
-    auto run = [&](bool fail) {
+    // fail: no sampler (refused before the first exchange); miscount: one shard more than the ranks
+    // send (found after it, when this rank decodes the round and a message is missing).
+    auto run = [&](bool fail, bool miscount = false) {
       const nc::mpi::shard_part<float> part{fail ? nullptr : &smp,
                                             0,
                                             static_cast<std::size_t>(rank),
-                                            static_cast<std::size_t>(ranks),
+                                            static_cast<std::size_t>(ranks) + (miscount ? 1 : 0),
                                             std::span<const float>(row).subspan(v0, v1 - v0),
                                             v0,
                                             V,
@@ -115,29 +117,33 @@ int main(int argc, char** argv) {
       return out[0];
     };
     const bool failing = rank == ranks - 1;
-    int caught = 0;  // 1: the expected exception on this rank
-    try {
-      run(failing);
-    } catch (const std::invalid_argument&) {
-      caught = failing ? 1 : 0;
-    } catch (const std::runtime_error& e) {
-      caught =
-          !failing && std::string(e.what()).find("rank " + std::to_string(ranks - 1)) != std::string::npos;
-    }
-    ++checked;
-    if (!caught) {
-      ++differ;
-      std::fprintf(stderr, "rank %d: a failing rank's batch did not end in the expected exception here\n",
-                   rank);
-    }
-    const nc::row_result after = run(false);
     ws.reserve(V);
     const nc::row_result want = smp.sample(std::span<const float>(row), ws, nc::row_request{});
-    ++checked;
-    if (!(after.token == want.token &&
-          std::bit_cast<std::uint32_t>(after.logprob) == std::bit_cast<std::uint32_t>(want.logprob))) {
-      ++differ;
-      std::fprintf(stderr, "rank %d: the batch after a failed one differs from the whole row\n", rank);
+    for (const bool after_exchange : {false, true}) {
+      int caught = 0;  // 1: the expected exception on this rank
+      try {
+        run(failing && !after_exchange, failing && after_exchange);
+      } catch (const std::invalid_argument&) {
+        caught = failing && !after_exchange;
+      } catch (const std::runtime_error& e) {
+        const std::string what = e.what();
+        caught = failing ? after_exchange && what.find("messages for") != std::string::npos
+                         : what.find("rank " + std::to_string(ranks - 1)) != std::string::npos;
+      }
+      ++checked;
+      if (!caught) {
+        ++differ;
+        std::fprintf(stderr,
+                     "rank %d: a rank failing %s the exchange did not end in the expected exception here\n",
+                     rank, after_exchange ? "after" : "before");
+      }
+      const nc::row_result after = run(false);
+      ++checked;
+      if (!(after.token == want.token &&
+            std::bit_cast<std::uint32_t>(after.logprob) == std::bit_cast<std::uint32_t>(want.logprob))) {
+        ++differ;
+        std::fprintf(stderr, "rank %d: the batch after a failed one differs from the whole row\n", rank);
+      }
     }
   }
   long long sums[3] = {checked, differ, bytes};

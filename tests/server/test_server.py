@@ -1,11 +1,14 @@
-"""nucleus-server end to end: the official openai client, bad input, a client that leaves mid-stream,
-32 concurrent clients whose seeded outputs must equal the same requests run alone, and SIGTERM.
+"""nucleus-server end to end: the official openai client, bad input, a client that leaves mid-stream
+or before its non-streamed answer, a client that trickles its headers, 32 concurrent clients whose
+seeded outputs must equal the same requests run alone, and SIGTERM.
 
 Usage: test_server.py --server BINARY --model GGUF   (ctest: nucleus_server; under ASan in the
 sanitizer pass of scripts/test, where any leak or memory error fails the exit-code check)."""
 import http.client
 import json
 import os
+import select
+import socket
 import sys
 import threading
 import time
@@ -24,8 +27,9 @@ except ImportError:
 SMALL = os.environ.get("NUCLEUS_SERVER_TEST_SMALL") == "1"
 CTX = 1024
 MAX_BODY = 256 * 1024
+READ_LIMIT = 2  # seconds a request may take to arrive (--request-read-timeout)
 server = harness.Server(opts["--server"], opts["--model"], "--ctx", str(CTX), "--max-batch", "8",
-                        "--threads", "2", "--max-body", str(MAX_BODY))
+                        "--threads", "2", "--max-body", str(MAX_BODY), "--request-read-timeout", str(READ_LIMIT))
 t = harness.Checks()
 client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0, timeout=600)
 
@@ -213,6 +217,46 @@ t.check("disconnect: the sequence left the batch", server.health()["nucleus"]["a
 t.check("disconnect: it stopped early", generated < long_tokens, f"{generated} of {long_tokens} tokens generated")
 after = client.completions.create(n=1, **kw)
 t.check("disconnect: the server goes on", after.choices[0].model_dump() == one.choices[0].model_dump())
+
+# --- a client that leaves before a non-streamed answer frees its sequence too ----------------------------
+before = server.health()["nucleus"]["tokens"]
+body = json.dumps({"prompt": "Count: 1, 2, 3,", "max_tokens": long_tokens, "nucleus": {"ignore_eos": True}}).encode()
+sock = socket.create_connection(("127.0.0.1", server.port))
+sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+             b"Content-Length: %d\r\n\r\n" % len(body) + body)
+deadline = time.time() + 300
+while server.health()["nucleus"]["tokens"] - before < 2 and time.time() < deadline:
+    time.sleep(0.01)
+sock.close()
+left = time.time()
+while server.health()["nucleus"]["active"] > 0 and time.time() < deadline:
+    time.sleep(0.05)
+generated = server.health()["nucleus"]["tokens"] - before
+t.check("disconnect, not streamed: the sequence left the batch", server.health()["nucleus"]["active"] == 0,
+        f"still active {time.time() - left:.1f} s after the client left")
+t.check("disconnect, not streamed: it stopped early", generated < long_tokens,
+        f"{generated} of {long_tokens} tokens generated")
+
+# --- a client that trickles its headers is cut off: the whole request has READ_LIMIT seconds ------------
+# A byte every 0.2 s beats any per-read timeout; only a deadline on the whole request ends it.
+sock = socket.create_connection(("127.0.0.1", server.port))
+start = time.time()
+sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+closed = None
+while closed is None and time.time() - start < READ_LIMIT + 10:
+    try:
+        if select.select([sock], [], [], 0.2)[0]:
+            closed = sock.recv(4096)  # the end (b""), or whatever the server says before closing
+        else:
+            sock.sendall(b"a")
+    except OSError as e:  # reset, or a broken pipe
+        closed = repr(e)
+took = time.time() - start
+sock.close()
+t.check("trickled headers: the server closes the connection", closed is not None,
+        f"still open after {took:.1f} s of one byte per 0.2 s")
+t.check("trickled headers: within the request's time limit", took < READ_LIMIT + 2, f"{took:.1f} s")
+t.check("trickled headers: the server goes on", server.health()["status"] == "ok")
 
 
 # --- 32 concurrent clients: each seeded output equals the same request alone --------------------------

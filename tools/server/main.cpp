@@ -28,6 +28,8 @@
 // Last: httplib.h pulls in <resolv.h>, whose `_res` macro breaks Eigen headers included after it.
 #include <httplib.h>
 
+#include "connection.hpp"
+
 namespace nc = nucleus;
 namespace srv = nucleus::server;
 using srv::api_error;
@@ -265,7 +267,17 @@ class service {
     std::vector<json> content(n, json::array());
     std::vector<std::string> finish(n);
     srv::token_event ev;
-    while (ch.next(ev)) {
+    bool quiet = false;  // no event came within the wait
+    for (;;) {
+      // Nothing is written until the end, so the client's departure is looked for between events
+      // (after each token, and every 50 ms while none comes): its sequences end at the next step.
+      const bool got = ch.next_for(ev, std::chrono::milliseconds(50), quiet);
+      if (srv::client_left()) {
+        ch.cancelled = true;
+        throw api_error(499, "", "the client closed the connection", "server_error");
+      }
+      if (!got && quiet) continue;
+      if (!got) break;
       if (!ev.error.empty()) {
         ch.cancelled = true;  // the other choices stop at the next step
         throw api_error(500, "", "generation failed: " + ev.error, "server_error");
@@ -467,6 +479,7 @@ int main(int argc, char** argv) {
   std::size_t threads = 2, max_batch = 8, max_queue = 256, max_body = 1 << 20;
   std::int64_t ctx = 2048;
   int max_n = 8;
+  double request_read_timeout = 30;
   app.add_option("--model", model_path,
                  "a GGUF model (default: SmolLM2-135M-Instruct from scripts/get-model)");
   app.add_option("--host", host, "address to listen on (default 127.0.0.1: this machine only)");
@@ -479,6 +492,9 @@ int main(int argc, char** argv) {
   app.add_option("--max-body", max_body, "largest request body in bytes (larger: 413)")
       ->check(CLI::Range(64, 1 << 30));
   app.add_option("--max-n", max_n, "most choices (n) per request")->check(CLI::Range(1, 256));
+  app.add_option("--request-read-timeout", request_read_timeout,
+                 "seconds a client may take to send one request, line, headers and body (slower: closed)")
+      ->check(CLI::Range(0.1, 3600.0));
   CLI11_PARSE(app, argc, argv);
 
   // SIGTERM and SIGINT go to one waiting thread (blocked here, before any thread starts).
@@ -496,7 +512,8 @@ int main(int argc, char** argv) {
     opt.max_body = max_body;
     opt.limits.max_n = max_n;
     service svc(*m, std::filesystem::path(model_path).stem().string(), {max_batch, threads, max_queue}, opt);
-    httplib::Server svr;
+    srv::guarded_server svr;
+    svr.request_limit = std::chrono::milliseconds(static_cast<long long>(request_read_timeout * 1000));
     svr.new_task_queue = [] { return new httplib::ThreadPool(64); };
     svr.set_payload_max_length(max_body);
     svr.set_keep_alive_timeout(2);

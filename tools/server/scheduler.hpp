@@ -62,6 +62,15 @@ struct request_channel {
     events.pop_front();
     return true;
   }
+  // The same, waiting at most `patience`: false with `timed_out` set when no event came in time.
+  bool next_for(token_event& out, std::chrono::milliseconds patience, bool& timed_out) {
+    std::unique_lock lock(mutex);
+    timed_out = !ready.wait_for(lock, patience, [&] { return !events.empty() || remaining == 0; });
+    if (events.empty()) return false;
+    out = std::move(events.front());
+    events.pop_front();
+    return true;
+  }
   void push(token_event ev, bool counts_token) {
     {
       std::lock_guard lock(mutex);

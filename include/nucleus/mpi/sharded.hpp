@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <exception>
 #include <span>
 #include <stdexcept>
@@ -89,11 +88,7 @@ class sharded_batch {
       attempt([&] {
         for (std::size_t i = 0; i < parts.size(); ++i) {
           if (local_[i].done()) continue;
-          const std::uint64_t tag[2] = {parts[i].row, parts[i].shard};
-          const std::size_t at = send_.size();
-          send_.resize(at + sizeof tag);
-          std::memcpy(send_.data() + at, tag, sizeof tag);
-          local_[i].outgoing().encode(send_);
+          encode_tagged(send_, {parts[i].row, parts[i].shard}, local_[i].outgoing());
         }
       });
       st.bytes_sent += send_.size();
@@ -174,20 +169,11 @@ class sharded_batch {
   // read past.
   void decode() {
     std::fill(arrived_.begin(), arrived_.end(), 0);
-    std::span<const std::byte> in(recv_);
-    while (!in.empty()) {
-      std::uint64_t tag[2];
-      if (in.size() < sizeof tag)
-        throw std::runtime_error("nucleus::mpi::sharded_batch: a message's tag is cut short");
-      std::memcpy(tag, in.data(), sizeof tag);
-      in = in.subspan(sizeof tag);
-      shard_message* slot = &scratch_;
-      if (tag[0] < inbox_.size() && tag[1] < inbox_[tag[0]].size()) {
-        slot = &inbox_[tag[0]][tag[1]];
-        ++arrived_[tag[0]];
-      }
-      in = in.subspan(slot->decode(in));
-    }
+    decode_tagged(recv_, [this](shard_tag t) -> shard_message& {
+      if (t.row >= inbox_.size() || t.shard >= inbox_[t.row].size()) return scratch_;
+      ++arrived_[t.row];
+      return inbox_[t.row][t.shard];
+    });
   }
 
   MPI_Comm comm_;

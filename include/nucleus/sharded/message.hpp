@@ -120,4 +120,35 @@ struct shard_message {
   }
 };
 
+// Where a message belongs when one buffer carries many (a batch's round over MPI): its row in the
+// batch and its shard's place in the row.
+struct shard_tag {
+  std::uint64_t row = 0;
+  std::uint64_t shard = 0;
+};
+
+// Appends `m` to `out` behind its tag.
+inline void encode_tagged(std::vector<std::byte>& out, shard_tag tag, const shard_message& m) {
+  const std::uint64_t t[2] = {tag.row, tag.shard};
+  const std::size_t at = out.size();
+  out.resize(at + sizeof t);
+  std::memcpy(out.data() + at, t, sizeof t);
+  m.encode(out);
+}
+
+// Decodes every tagged message in `in`, in order, each into `slot(tag)` (a shard_message&). A cut
+// or malformed buffer throws std::invalid_argument; the messages before it are decoded.
+template <class Slot>
+void decode_tagged(std::span<const std::byte> in, Slot&& slot, std::size_t max_bytes = std::size_t{1} << 31) {
+  while (!in.empty()) {
+    std::uint64_t t[2];
+    if (in.size() < sizeof t)
+      throw std::invalid_argument("nucleus::shard_message: a message's tag runs past the buffer");
+    std::memcpy(t, in.data(), sizeof t);
+    in = in.subspan(sizeof t);
+    shard_message& m = slot(shard_tag{t[0], t[1]});
+    in = in.subspan(m.decode(in, max_bytes));
+  }
+}
+
 }  // namespace nucleus
