@@ -31,6 +31,9 @@ struct row_case {
   std::vector<nc::f16> h16;
   std::uint64_t position = 0;
   std::uint64_t stream = 0;
+  // The step's inputs (row_request): token histories and a bitmask (empty: none).
+  std::vector<std::int32_t> prompt, output;
+  std::vector<std::uint32_t> bitmask;
 
   std::size_t vocab() const {
     return dtype == nc::logit_dtype::f32    ? f32.size()
@@ -38,6 +41,8 @@ struct row_case {
                                             : h16.size();
   }
   nc::draw_key key() const { return {params.seed, position, stream}; }
+  // The row's top-n list room (nc::sampler's top span and the GPU's top_n).
+  std::size_t top_room() const { return params.logprobs > 0 ? static_cast<std::size_t>(params.logprobs) : 0; }
   // The row's bytes (for the GPU upload).
   const void* data() const {
     return dtype == nc::logit_dtype::f32    ? static_cast<const void*>(f32.data())
@@ -128,6 +133,70 @@ inline nc::sampling_params random_params(std::mt19937_64& rng, nc::engine_order 
   return p;
 }
 
+// Logprobs and, in about half the cases, request processors: bias (duplicate ids, clamping
+// values), allowed and banned ids, EOS under min_tokens, the penalties over histories that name the
+// row's likely tokens, a bitmask; now and then an id outside the row (invalid_input).
+inline void random_processors(std::mt19937_64& rng, row_case& c, const std::vector<float>& x) {
+  nc::sampling_params& p = c.params;
+  const std::size_t v = x.size();
+  p.logprobs = pick(rng, {-1, -1, 0, 0, 1, 2, 5, 20, 64});
+  p.logprobs_mode = pick(rng, {nc::logprob_mode::raw, nc::logprob_mode::processed});
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  if (unit(rng) < 0.45f) return;
+  // The row's likely tokens (by value, NaN last), so that the edits change what is drawn.
+  std::vector<std::int32_t> ids(v);
+  for (std::size_t i = 0; i < v; ++i) ids[i] = static_cast<std::int32_t>(i);
+  const std::size_t hot = std::min<std::size_t>(v, 8);
+  std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(hot), ids.end(),
+                    [&](std::int32_t a, std::int32_t b) {
+                      const float xa = x[static_cast<std::size_t>(a)], xb = x[static_cast<std::size_t>(b)];
+                      return xa == xa && (!(xb == xb) || xa > xb);
+                    });
+  auto token = [&] {
+    if (unit(rng) < 0.5f) return ids[std::uniform_int_distribution<std::size_t>(0, hot - 1)(rng)];
+    return static_cast<std::int32_t>(std::uniform_int_distribution<std::size_t>(0, v - 1)(rng));
+  };
+  auto some = [&](std::vector<std::int32_t>& out, int most) {
+    const int n = std::uniform_int_distribution<int>(1, most)(rng);
+    for (int i = 0; i < n; ++i) out.push_back(token());
+  };
+  if (unit(rng) < 0.4f) {
+    const int n = std::uniform_int_distribution<int>(1, 12)(rng);
+    for (int i = 0; i < n; ++i) {
+      const std::int32_t t = i > 0 && unit(rng) < 0.3f ? p.logit_bias.back().token : token();
+      p.logit_bias.push_back({t, pick(rng, {-100.0f, -3.5f, 0.7f, 5.0f, 30.0f, 3e38f, -3e38f, 1e-30f})});
+    }
+  }
+  if (unit(rng) < 0.15f) some(p.allowed_token_ids, 40);
+  if (unit(rng) < 0.3f) some(p.banned_token_ids, 6);
+  if (unit(rng) < 0.2f) {
+    some(p.eos_token_ids, 2);
+    p.min_tokens = pick(rng, {1, 5, 50});
+  }
+  if (unit(rng) < 0.5f) p.repetition_penalty = pick(rng, {1.3f, 0.8f, 2.0f, 1.05f});
+  if (c.order != nc::engine_order::hf && unit(rng) < 0.5f) {
+    p.presence_penalty = pick(rng, {0.0f, 0.5f, -0.3f, 1.5f});
+    p.frequency_penalty = pick(rng, {0.0f, 0.25f, -0.1f, 2.0f});
+  }
+  if (c.order == nc::engine_order::llama_cpp) p.penalty_last_n = pick(rng, {64, -1, 0, 5});
+  const int np = pick(rng, {0, 3, 40, 300}), no = pick(rng, {0, 1, 10, 100});
+  for (int i = 0; i < np; ++i) c.prompt.push_back(token());
+  for (int i = 0; i < no; ++i) c.output.push_back(token());
+  if (unit(rng) < 0.25f) {
+    const float density = pick(rng, {0.5f, 0.02f, 0.98f});
+    c.bitmask.assign((v + 31) / 32, 0u);
+    for (std::size_t i = 0; i < v; ++i)
+      if (unit(rng) < density) c.bitmask[i / 32] |= 1u << (i % 32);
+  }
+  if (unit(rng) < 0.03f) {  // an id past the row: invalid_input on both sides where it is read
+    const auto past = static_cast<std::int32_t>(v);
+    if (unit(rng) < 0.5f)
+      p.banned_token_ids.push_back(past);
+    else
+      c.output.push_back(past);
+  }
+}
+
 inline row_case random_case(std::mt19937_64& rng, std::size_t v) {
   row_case c;
   c.order = pick(rng, {nc::engine_order::nucleus, nc::engine_order::vllm, nc::engine_order::hf,
@@ -135,6 +204,7 @@ inline row_case random_case(std::mt19937_64& rng, std::size_t v) {
   c.params = random_params(rng, c.order, v);
   c.dtype = pick(rng, {nc::logit_dtype::f32, nc::logit_dtype::bf16, nc::logit_dtype::f16});
   const std::vector<float> x = random_row(rng, v);
+  random_processors(rng, c, x);
   if (c.dtype == nc::logit_dtype::f32) c.f32 = x;
   if (c.dtype == nc::logit_dtype::bf16)
     for (float y : x) c.b16.push_back(nc::to_bf16(y));
@@ -152,27 +222,99 @@ decltype(auto) with_row(const row_case& c, F&& f) {
   return f(std::span<const float>(c.f32));
 }
 
+// One answer: the row's result and its top-n list.
+template <class Result>
+struct answer {
+  Result r;
+  std::vector<nc::token_logprob> top;
+};
+
 // nc::sampler's answer.
-inline nc::row_result reference(const row_case& c, nc::workspace& ws) {
+inline answer<nc::row_result> reference(const row_case& c, nc::workspace& ws) {
   const nc::sampler s(c.params, c.order);
   nc::row_request rq;
   rq.position = c.position;
   rq.stream = c.stream;
-  return with_row(c, [&](auto row) { return s.sample(row, ws, rq); });
+  rq.prompt = c.prompt;
+  rq.output = c.output;
+  rq.bitmask = c.bitmask;
+  answer<nc::row_result> a;
+  a.top.resize(c.top_room());
+  a.r = with_row(c, [&](auto row) { return s.sample(row, ws, rq, std::span<nc::token_logprob>(a.top)); });
+  a.top.resize(a.r.top_count);
+  return a;
+}
+
+// The memory a row's GPU run reads and writes besides its logits (on the host here).
+struct host_memory {
+  std::vector<std::uint32_t> lists;
+  std::vector<float> processed;
+  std::vector<std::uint32_t> counts;  // all zero between rows
+  std::vector<std::int32_t> top_ids;
+  std::vector<float> top_logprobs;
+};
+
+// The inputs a row_case gives the GPU (pointers into c).
+inline nucleus::cuda::row_inputs inputs_of(const row_case& c) {
+  nucleus::cuda::row_inputs in;
+  in.bitmask = c.bitmask.empty() ? nullptr : c.bitmask.data();
+  in.prompt = c.prompt.data();
+  in.prompt_size = static_cast<std::uint32_t>(c.prompt.size());
+  in.output = c.output.data();
+  in.output_size = static_cast<std::uint32_t>(c.output.size());
+  return in;
 }
 
 // The GPU algorithm's answer, run by the sequential host backend.
-inline nucleus::cuda::row_output on_host_block(const row_case& c, nucleus::cuda::host_block& b) {
-  const nucleus::cuda::row_params p = nucleus::cuda::make_row_params(c.params, c.order);
-  return with_row(c, [&](auto row) {
-    return nucleus::cuda::sample_row(b, row.data(), static_cast<std::uint32_t>(row.size()), p, c.key());
+inline answer<nucleus::cuda::row_output> on_host_block(const row_case& c, nucleus::cuda::host_block& b,
+                                                       host_memory& m) {
+  m.lists.clear();
+  const nucleus::cuda::row_params p = nucleus::cuda::make_row_params(c.params, c.order, m.lists);
+  const std::size_t v = c.vocab();
+  m.processed.assign(v, 0.0f);
+  if (m.counts.size() < v) m.counts.resize(v, 0u);
+  m.top_ids.assign(c.top_room(), -1);
+  m.top_logprobs.assign(c.top_room(), 0.0f);
+  nucleus::cuda::row_io io;
+  io.lists = m.lists.data();
+  io.inputs = inputs_of(c);
+  io.processed = m.processed.data();
+  io.counts = m.counts.data();
+  io.top_ids = m.top_ids.data();
+  io.top_logprobs = m.top_logprobs.data();
+  io.top_capacity = static_cast<std::uint32_t>(c.top_room());
+  answer<nucleus::cuda::row_output> a;
+  a.r = with_row(c, [&](auto row) {
+    return nucleus::cuda::sample_row(b, row.data(), static_cast<std::uint32_t>(row.size()), p, c.key(), io);
   });
+  for (std::uint32_t i = 0; i < a.r.top_count && i < c.top_room(); ++i)
+    a.top.push_back({m.top_ids[i], m.top_logprobs[i]});
+  return a;
 }
 
+inline bool same_bits(float a, float b) {
+  return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b);
+}
+
+// Token, logprob bits, rank, status, and the top-n list (ids and logprob bits).
 inline bool same(const nc::row_result& r, const nucleus::cuda::row_output& g) {
-  return r.token == g.token &&
-         std::bit_cast<std::uint32_t>(r.logprob) == std::bit_cast<std::uint32_t>(g.logprob) &&
-         r.status == g.status;
+  return r.token == g.token && same_bits(r.logprob, g.logprob) && r.rank == g.rank &&
+         r.top_count == g.top_count && r.status == g.status;
+}
+template <class A, class B>
+bool same(const answer<A>& a, const answer<B>& b) {
+  if (!same(a.r, b.r) || a.top.size() != b.top.size()) return false;
+  for (std::size_t i = 0; i < a.top.size(); ++i)
+    if (a.top[i].token != b.top[i].token || !same_bits(a.top[i].logprob, b.top[i].logprob)) return false;
+  return true;
+}
+
+// Whether the row runs a processor on the GPU (a list, a penalty or a bitmask).
+inline bool has_processors(const row_case& c) {
+  const nc::sampling_params& p = c.params;
+  return !c.bitmask.empty() || !p.logit_bias.empty() || !p.allowed_token_ids.empty() ||
+         !p.banned_token_ids.empty() || (p.min_tokens > 0 && !p.eos_token_ids.empty()) ||
+         p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
 }
 
 inline const char* order_name(nc::engine_order o) {
@@ -186,7 +328,16 @@ inline std::string describe(const row_case& c) {
          " top_k=" + std::to_string(p.top_k) + " top_p=" + std::to_string(p.top_p) +
          " min_p=" + std::to_string(p.min_p) + " min_keep=" + std::to_string(p.min_keep) +
          " seed=" + std::to_string(p.seed) + " position=" + std::to_string(c.position) +
-         " stream=" + std::to_string(c.stream);
+         " stream=" + std::to_string(c.stream) + " logprobs=" + std::to_string(p.logprobs) +
+         (p.logprobs_mode == nc::logprob_mode::raw ? "/raw" : "/processed") +
+         " bias=" + std::to_string(p.logit_bias.size()) +
+         " allowed=" + std::to_string(p.allowed_token_ids.size()) +
+         " banned=" + std::to_string(p.banned_token_ids.size()) +
+         " eos=" + std::to_string(p.eos_token_ids.size()) + " min_tokens=" + std::to_string(p.min_tokens) +
+         " rep=" + std::to_string(p.repetition_penalty) + " presence=" + std::to_string(p.presence_penalty) +
+         " freq=" + std::to_string(p.frequency_penalty) + " last_n=" + std::to_string(p.penalty_last_n) +
+         " prompt=" + std::to_string(c.prompt.size()) + " output=" + std::to_string(c.output.size()) +
+         " bitmask=" + (c.bitmask.empty() ? "no" : "yes");
 }
 
 }  // namespace gpu_cases

@@ -1,9 +1,10 @@
 // The GPU sampler on a device against nc::sampler on the host (scripts/gpu-check runs it; it needs a
 // GPU, so ctest only builds it). Checks: (1) >= 20,000 random rows (every order, dtype, the
-// vocabulary sizes of tests/cuda/host_equality.cpp, NaN / +-inf / ties), token and status equal and
-// logprob equal to the bit or, where CUDA's double log differs from glibc's in its last bit, to one
-// float ulp (counted and printed); (2) batch invariance: a row's result does not depend on its batch
-// or its place in it; (3) a chi-square test of the draw's distribution against the processed
+// vocabulary sizes of tests/cuda/host_equality.cpp, NaN / +-inf / ties, logprobs in both modes, the
+// request processors), token, status, rank and top-n ids equal, and every logprob equal to the bit
+// or, where CUDA's double log differs from glibc's in its last bit, within that log's ulp (counted
+// and printed apart); (2) batch invariance: a row's result does not depend on its batch or its
+// place in it; (3) a chi-square test of the draw's distribution against the processed
 // distribution; (4) a captured CUDA graph replayed with new positions. Exit 0: all passed; 77: no
 // device; 1: a check failed.
 #include <algorithm>
@@ -48,7 +49,22 @@ gpu_launch::batch_in batch_of(const std::vector<const row_case*>& cs, std::size_
   b.logits.assign(b.rows * b.stride * es, 0xff);  // padding: NaN in every dtype, never read
   for (std::uint32_t r = 0; r < b.rows; ++r) {
     std::memcpy(b.logits.data() + r * b.stride * es, cs[r]->data(), b.vocab * es);
-    b.params.push_back(nucleus::cuda::make_row_params(cs[r]->params, cs[r]->order));
+    const row_case& c = *cs[r];
+    b.params.push_back(nucleus::cuda::make_row_params(c.params, c.order, b.lists));
+    gpu_launch::batch_in::row_span sp;
+    sp.prompt_at = b.tokens.size();
+    sp.prompt_size = c.prompt.size();
+    b.tokens.insert(b.tokens.end(), c.prompt.begin(), c.prompt.end());
+    sp.output_at = b.tokens.size();
+    sp.output_size = c.output.size();
+    b.tokens.insert(b.tokens.end(), c.output.begin(), c.output.end());
+    if (!c.bitmask.empty()) {
+      sp.mask_at = static_cast<long long>(b.masks.size());
+      b.masks.insert(b.masks.end(), c.bitmask.begin(), c.bitmask.end());
+    }
+    b.spans.push_back(sp);
+    b.top_n = std::max<std::uint32_t>(b.top_n, static_cast<std::uint32_t>(c.top_room()));
+    if (gpu_cases::has_processors(c)) b.processors = true;
     b.seeds.push_back(cs[r]->params.seed);
     b.positions.push_back(cs[r]->position);
     b.streams.push_back(cs[r]->stream);
@@ -64,33 +80,62 @@ std::uint32_t ulps(float a, float b) {
 }
 
 struct tally {
-  int cases = 0, exact = 0, one_ulp = 0;
+  int cases = 0, exact = 0, libm = 0, ranked = 0, listed = 0;
 };
 
-void compare(const row_case& c, const nc::row_result& r, const gpu_launch::batch_out& o, std::size_t i,
-             tally& t) {
+// A logprob the GPU may give with CUDA's log in place of glibc's: within one float ulp, or (raw:
+// (x - max) - lse with lse one ulp apart) within one ulp of a normalizer below 16.
+bool near(float a, float b) {
+  return ulps(a, b) <= 1 || std::fabs(static_cast<double>(a) - static_cast<double>(b)) <= 0x1p-19;
+}
+
+void compare(const row_case& c, const gpu_cases::answer<nc::row_result>& ref, const gpu_launch::batch_out& o,
+             std::size_t i, std::uint32_t top_n, tally& t) {
   ++t.cases;
+  const nc::row_result& r = ref.r;
   const auto st = static_cast<nc::status>(o.statuses[i]);
-  if (r.token != o.tokens[i] || r.status != st) {
+  if (r.token != o.tokens[i] || r.status != st || r.rank != o.ranks[i] || r.top_count != o.top_counts[i]) {
     fail(gpu_cases::describe(c) + ": cpu token " + std::to_string(r.token) + " status " +
-         std::to_string(static_cast<int>(r.status)) + ", gpu token " + std::to_string(o.tokens[i]) +
-         " status " + std::to_string(static_cast<int>(st)));
+         std::to_string(static_cast<int>(r.status)) + " rank " + std::to_string(r.rank) + " top " +
+         std::to_string(r.top_count) + ", gpu token " + std::to_string(o.tokens[i]) + " status " +
+         std::to_string(static_cast<int>(st)) + " rank " + std::to_string(o.ranks[i]) + " top " +
+         std::to_string(o.top_counts[i]));
     return;
   }
-  const std::uint32_t d = ulps(r.logprob, o.logprobs[i]);
-  if (d == 0) {
+  bool exact = gpu_cases::same_bits(r.logprob, o.logprobs[i]);
+  bool close = near(r.logprob, o.logprobs[i]);
+  for (std::size_t j = 0; j < ref.top.size(); ++j) {
+    const std::size_t at = i * top_n + j;
+    if (ref.top[j].token != o.top_ids[at]) {
+      fail(gpu_cases::describe(c) + ": top[" + std::to_string(j) + "] cpu id " +
+           std::to_string(ref.top[j].token) + " gpu id " + std::to_string(o.top_ids[at]));
+      return;
+    }
+    exact = exact && gpu_cases::same_bits(ref.top[j].logprob, o.top_logprobs[at]);
+    close = close && near(ref.top[j].logprob, o.top_logprobs[at]);
+  }
+  if (r.status == nc::status::ok && c.params.logprobs >= 0) ++t.ranked;
+  if (!ref.top.empty()) ++t.listed;
+  if (exact) {
     ++t.exact;
-  } else if (d == 1) {
-    ++t.one_ulp;
+  } else if (close) {
+    ++t.libm;
   } else {
-    fail(gpu_cases::describe(c) + ": logprob cpu " + std::to_string(r.logprob) + " gpu " +
-         std::to_string(o.logprobs[i]));
+    fail(gpu_cases::describe(c) + ": logprobs differ beyond CUDA's log (cpu " + std::to_string(r.logprob) +
+         " gpu " + std::to_string(o.logprobs[i]) + ")");
   }
 }
 
-bool same_out(const gpu_launch::batch_out& a, std::size_t i, const gpu_launch::batch_out& b, std::size_t j) {
-  return a.tokens[i] == b.tokens[j] && a.statuses[i] == b.statuses[j] &&
-         std::bit_cast<std::uint32_t>(a.logprobs[i]) == std::bit_cast<std::uint32_t>(b.logprobs[j]);
+bool same_out(const gpu_launch::batch_out& a, std::size_t i, std::uint32_t an, const gpu_launch::batch_out& b,
+              std::size_t j, std::uint32_t bn) {
+  if (!(a.tokens[i] == b.tokens[j] && a.statuses[i] == b.statuses[j] && a.ranks[i] == b.ranks[j] &&
+        a.top_counts[i] == b.top_counts[j] && gpu_cases::same_bits(a.logprobs[i], b.logprobs[j])))
+    return false;
+  for (std::uint32_t k = 0; k < a.top_counts[i]; ++k)
+    if (a.top_ids[i * an + k] != b.top_ids[j * bn + k] ||
+        !gpu_cases::same_bits(a.top_logprobs[i * an + k], b.top_logprobs[j * bn + k]))
+      return false;
+  return true;
 }
 
 }  // namespace
@@ -157,16 +202,21 @@ int main(int argc, char** argv) {
         }
         std::printf("  V=%zu dtype=%d: %zu rows in %.3f ms\n", t.vocab, static_cast<int>(d), part.size(),
                     out.ms);
+        if (!out.counts_zero) fail("the penalties' counts were not left zero");
         for (std::size_t i = 0; i < part.size(); ++i)
-          compare(*part[i], gpu_cases::reference(*part[i], ws), out, i, all);
+          compare(*part[i], gpu_cases::reference(*part[i], ws), out, i, in.top_n, all);
       }
     }
     if (t.vocab == 1000)
       invariance_cases.assign(cases.begin(), cases.begin() + std::min<std::size_t>(cases.size(), 600));
   }
-  std::printf("equality: %d cases, %d logprobs to the bit, %d one float ulp apart (CUDA's log)\n", all.cases,
-              all.exact, all.one_ulp);
+  std::printf(
+      "equality: %d cases (%d ok rows with logprobs, %d with a top-n list): %d with every logprob to the "
+      "bit, "
+      "%d within CUDA's log's ulp\n",
+      all.cases, all.ranked, all.listed, all.exact, all.libm);
   if (all.cases < total_cases * 0.99) fail("fewer cases than asked");
+  if (all.ranked < all.cases / 3 || all.listed < all.cases / 6) fail("too few rows with logprobs");
 
   // (2) Batch invariance: each dtype's rows as one batch, one by one, and reversed.
   int invariant = 0;
@@ -176,18 +226,20 @@ int main(int argc, char** argv) {
       if (c.dtype == d) group.push_back(&c);
     if (group.empty()) continue;
     gpu_launch::batch_out whole, rev;
-    if (const std::string e = gpu_launch::run(batch_of(group, 0), whole); !e.empty()) fail("launch: " + e);
+    const gpu_launch::batch_in whole_in = batch_of(group, 0);
+    if (const std::string e = gpu_launch::run(whole_in, whole); !e.empty()) fail("launch: " + e);
     std::vector<const row_case*> reversed(group.rbegin(), group.rend());
-    if (const std::string e = gpu_launch::run(batch_of(reversed, 17), rev); !e.empty()) fail("launch: " + e);
+    const gpu_launch::batch_in rev_in = batch_of(reversed, 17);
+    if (const std::string e = gpu_launch::run(rev_in, rev); !e.empty()) fail("launch: " + e);
     for (std::size_t i = 0; i < group.size() && i < whole.tokens.size() && i < rev.tokens.size(); ++i) {
       gpu_launch::batch_out one;
       if (i % 10 == 0) {  // one row alone
-        if (const std::string e = gpu_launch::run(batch_of({group[i]}, 0), one); !e.empty())
-          fail("launch: " + e);
-        if (one.tokens.empty() || !same_out(whole, i, one, 0))
+        const gpu_launch::batch_in one_in = batch_of({group[i]}, 0);
+        if (const std::string e = gpu_launch::run(one_in, one); !e.empty()) fail("launch: " + e);
+        if (one.tokens.empty() || !same_out(whole, i, whole_in.top_n, one, 0, one_in.top_n))
           fail("batch invariance (alone): " + gpu_cases::describe(*group[i]));
       }
-      if (!same_out(whole, i, rev, group.size() - 1 - i))
+      if (!same_out(whole, i, whole_in.top_n, rev, group.size() - 1 - i, rev_in.top_n))
         fail("batch invariance (reversed): " + gpu_cases::describe(*group[i]));
       ++invariant;
     }
@@ -232,7 +284,7 @@ int main(int argc, char** argv) {
       for (std::uint32_t i = 0; i < draws; ++i) {
         seen[out.tokens[i]] += 1;
         if (i % 8 == 0) {
-          const nc::row_result r = gpu_cases::reference(rows[i], ws);
+          const nc::row_result r = gpu_cases::reference(rows[i], ws).r;
           if (r.token != out.tokens[i]) ++mismatched;
         }
       }
@@ -283,7 +335,7 @@ int main(int argc, char** argv) {
       for (std::size_t i = 0; i < group.size(); ++i) {
         row_case c = *group[i];
         c.position = sets[k][i];
-        compare(c, gpu_cases::reference(c, ws), outs[k], i, g);
+        compare(c, gpu_cases::reference(c, ws), outs[k], i, in.top_n, g);
       }
     std::printf("graph replay: %d rows over %zu replays, all as the CPU unless listed\n", g.cases,
                 outs.size());

@@ -14,8 +14,23 @@ struct device_batch {
   std::int32_t* tokens = nullptr;
   float* logprobs = nullptr;
   std::uint8_t* statuses = nullptr;
+  std::int32_t *ranks = nullptr, *top_ids = nullptr, *history = nullptr;
+  std::uint32_t *top_counts = nullptr, *lists = nullptr, *masks = nullptr, *counts = nullptr;
+  float *top_logprobs = nullptr, *processed = nullptr;
+  nucleus::cuda::row_inputs* inputs = nullptr;
+  std::size_t count_words = 0;
 
   ~device_batch() {
+    cudaFree(ranks);
+    cudaFree(top_ids);
+    cudaFree(history);
+    cudaFree(top_counts);
+    cudaFree(lists);
+    cudaFree(masks);
+    cudaFree(counts);
+    cudaFree(top_logprobs);
+    cudaFree(processed);
+    cudaFree(inputs);
     cudaFree(logits);
     cudaFree(params);
     cudaFree(seeds);
@@ -51,6 +66,30 @@ std::string prepare(const batch_in& in, device_batch& d, nucleus::cuda::batch_vi
   GPU_TRY(cudaMalloc(reinterpret_cast<void**>(&d.tokens), in.rows * sizeof(std::int32_t) + 1));
   GPU_TRY(cudaMalloc(reinterpret_cast<void**>(&d.logprobs), in.rows * sizeof(float) + 1));
   GPU_TRY(cudaMalloc(reinterpret_cast<void**>(&d.statuses), in.rows + 1));
+  GPU_TRY(cudaMalloc(reinterpret_cast<void**>(&d.ranks), in.rows * sizeof(std::int32_t) + 1));
+  GPU_TRY(cudaMalloc(reinterpret_cast<void**>(&d.top_counts), in.rows * sizeof(std::uint32_t) + 1));
+  const std::size_t top = static_cast<std::size_t>(in.rows) * in.top_n;
+  GPU_TRY(cudaMalloc(reinterpret_cast<void**>(&d.top_ids), top * sizeof(std::int32_t) + 1));
+  GPU_TRY(cudaMalloc(reinterpret_cast<void**>(&d.top_logprobs), top * sizeof(float) + 1));
+  GPU_TRY(upload(d.lists, in.lists.data(), in.lists.size()));
+  GPU_TRY(upload(d.history, in.tokens.data(), in.tokens.size()));
+  GPU_TRY(upload(d.masks, in.masks.data(), in.masks.size()));
+  std::vector<nucleus::cuda::row_inputs> inputs(in.rows);
+  for (std::uint32_t r = 0; r < in.rows && r < in.spans.size(); ++r) {
+    const batch_in::row_span& s = in.spans[r];
+    inputs[r].prompt = d.history + s.prompt_at;
+    inputs[r].prompt_size = static_cast<std::uint32_t>(s.prompt_size);
+    inputs[r].output = d.history + s.output_at;
+    inputs[r].output_size = static_cast<std::uint32_t>(s.output_size);
+    inputs[r].bitmask = s.mask_at < 0 ? nullptr : d.masks + s.mask_at;
+  }
+  GPU_TRY(upload(d.inputs, inputs.data(), inputs.size()));
+  if (in.processors) {
+    d.count_words = static_cast<std::size_t>(in.rows) * in.vocab;
+    GPU_TRY(cudaMalloc(reinterpret_cast<void**>(&d.processed), d.count_words * sizeof(float)));
+    GPU_TRY(cudaMalloc(reinterpret_cast<void**>(&d.counts), d.count_words * sizeof(std::uint32_t)));
+    GPU_TRY(cudaMemset(d.counts, 0, d.count_words * sizeof(std::uint32_t)));
+  }
   v.logits = d.logits;
   v.dtype = in.dtype;
   v.rows = in.rows;
@@ -63,16 +102,44 @@ std::string prepare(const batch_in& in, device_batch& d, nucleus::cuda::batch_vi
   v.tokens = d.tokens;
   v.logprobs = d.logprobs;
   v.statuses = d.statuses;
+  v.ranks = d.ranks;
+  v.top_counts = d.top_counts;
+  v.top_ids = d.top_ids;
+  v.top_logprobs = d.top_logprobs;
+  v.top_n = in.top_n;
+  v.lists = d.lists;
+  v.inputs = d.inputs;
+  v.processed = d.processed;
+  v.counts = d.counts;
   return "";
 }
 
-std::string download(const device_batch& d, std::uint32_t rows, batch_out& out) {
+std::string download(const device_batch& d, std::uint32_t rows, std::uint32_t top_n, batch_out& out) {
   out.tokens.resize(rows);
   out.logprobs.resize(rows);
   out.statuses.resize(rows);
+  out.ranks.resize(rows);
+  out.top_counts.resize(rows);
+  out.top_ids.resize(static_cast<std::size_t>(rows) * top_n);
+  out.top_logprobs.resize(static_cast<std::size_t>(rows) * top_n);
   GPU_TRY(cudaMemcpy(out.tokens.data(), d.tokens, rows * sizeof(std::int32_t), cudaMemcpyDeviceToHost));
   GPU_TRY(cudaMemcpy(out.logprobs.data(), d.logprobs, rows * sizeof(float), cudaMemcpyDeviceToHost));
   GPU_TRY(cudaMemcpy(out.statuses.data(), d.statuses, rows, cudaMemcpyDeviceToHost));
+  GPU_TRY(cudaMemcpy(out.ranks.data(), d.ranks, rows * sizeof(std::int32_t), cudaMemcpyDeviceToHost));
+  GPU_TRY(
+      cudaMemcpy(out.top_counts.data(), d.top_counts, rows * sizeof(std::uint32_t), cudaMemcpyDeviceToHost));
+  GPU_TRY(cudaMemcpy(out.top_ids.data(), d.top_ids, out.top_ids.size() * sizeof(std::int32_t),
+                     cudaMemcpyDeviceToHost));
+  GPU_TRY(cudaMemcpy(out.top_logprobs.data(), d.top_logprobs, out.top_logprobs.size() * sizeof(float),
+                     cudaMemcpyDeviceToHost));
+  out.counts_zero = true;
+  if (d.counts) {  // the kernel must leave the penalties' counts as it found them: zero
+    std::vector<std::uint32_t> counts(d.count_words);
+    GPU_TRY(
+        cudaMemcpy(counts.data(), d.counts, d.count_words * sizeof(std::uint32_t), cudaMemcpyDeviceToHost));
+    for (std::uint32_t c : counts)
+      if (c != 0) out.counts_zero = false;
+  }
   return "";
 }
 
@@ -103,7 +170,7 @@ std::string run(const batch_in& in, batch_out& out) {
   out.ms = ms;
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
-  return download(d, in.rows, out);
+  return download(d, in.rows, in.top_n, out);
 }
 
 std::string run_graph(const batch_in& in, const std::vector<std::vector<std::uint64_t>>& positions,
@@ -126,7 +193,7 @@ std::string run_graph(const batch_in& in, const std::vector<std::vector<std::uin
     GPU_TRY(cudaGraphLaunch(exec, s));
     GPU_TRY(cudaStreamSynchronize(s));
     outs.emplace_back();
-    if (std::string e = download(d, in.rows, outs.back()); !e.empty()) return e;
+    if (std::string e = download(d, in.rows, in.top_n, outs.back()); !e.empty()) return e;
   }
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);

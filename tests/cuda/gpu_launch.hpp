@@ -19,13 +19,29 @@ struct batch_in {
   std::vector<unsigned char> logits;  // rows x stride elements, host memory
   std::vector<nucleus::cuda::row_params> params;
   std::vector<std::uint64_t> seeds, positions, streams;
+  std::vector<std::uint32_t> lists;  // the list arena make_row_params filled
+  // Each row's histories and bitmask, at offsets into `tokens` and `masks` (mask_at < 0: none).
+  struct row_span {
+    std::size_t prompt_at = 0, prompt_size = 0, output_at = 0, output_size = 0;
+    long long mask_at = -1;
+  };
+  std::vector<row_span> spans;
+  std::vector<std::int32_t> tokens;
+  std::vector<std::uint32_t> masks;
+  std::uint32_t top_n = 0;  // top-n room per row
+  bool processors = false;  // some row needs the processed and counts buffers
 };
 
 struct batch_out {
   std::vector<std::int32_t> tokens;
   std::vector<float> logprobs;
   std::vector<std::uint8_t> statuses;
-  double ms = 0;  // the kernel's time
+  std::vector<std::int32_t> ranks;
+  std::vector<std::uint32_t> top_counts;
+  std::vector<std::int32_t> top_ids;  // rows x top_n
+  std::vector<float> top_logprobs;
+  bool counts_zero = true;  // the penalties' counts were all zero again after the launch
+  double ms = 0;            // the kernel's time
 };
 
 // "" when a device is there (its name in `name`), else why not.

@@ -1,5 +1,6 @@
 // The GPU sampler's algorithm (nucleus/cuda/row_sampler.hpp), run by the sequential host backend,
-// against nc::sampler: the same token, logprob bits and status for every row. The kernels run this
+// against nc::sampler: the same token, logprob bits, rank, status and top-n list (ids and logprob
+// bits) for every row, with logprobs in both modes and the request processors. The kernels run this
 // very code with the CUDA backend; tests/cuda/gpu_check.cpp repeats the comparison on a device.
 #include <catch2/catch.hpp>
 
@@ -26,31 +27,66 @@ TEST_CASE("cuda row algorithm, host backend: nc::sampler's bits", "[cuda]") {
   std::mt19937_64 rng(20270127);
   nc::workspace ws;
   nucleus::cuda::host_block block;
+  gpu_cases::host_memory memory;
   int total = 0, bad = 0;
   int statuses[4] = {};
+  // Rows that exercised each new part and still drew a token, so the test cannot pass by
+  // accident (every processor skipped, every list empty).
+  int raw_lists = 0, processed_lists = 0, ranked = 0, processed_ok = 0, penalized_ok = 0, full_lists = 0;
   for (const tier& t : tiers) {
     for (int i = 0; i < t.cases; ++i) {
       const row_case c = gpu_cases::random_case(rng, t.vocab);
-      const nc::row_result r = gpu_cases::reference(c, ws);
-      const nucleus::cuda::row_output g = gpu_cases::on_host_block(c, block);
+      const auto r = gpu_cases::reference(c, ws);
+      const auto g = gpu_cases::on_host_block(c, block, memory);
       ++total;
-      ++statuses[static_cast<int>(r.status)];
+      ++statuses[static_cast<int>(r.r.status)];
+      if (r.r.status == nc::status::ok) {
+        if (c.params.logprobs >= 0) ++ranked;
+        if (r.r.top_count > 0)
+          ++(c.params.logprobs_mode == nc::logprob_mode::raw ? raw_lists : processed_lists);
+        if (r.r.top_count == 64) ++full_lists;
+        if (gpu_cases::has_processors(c)) ++processed_ok;
+        if ((c.params.repetition_penalty != 1.0f || c.params.presence_penalty != 0.0f ||
+             c.params.frequency_penalty != 0.0f) &&
+            !(c.prompt.empty() && c.output.empty()))
+          ++penalized_ok;
+      }
       if (!gpu_cases::same(r, g)) {
-        if (++bad <= 10)
+        if (++bad <= 10) {
           std::printf(
-              "mismatch: %s\n  cpu token=%d logprob=%a status=%d | gpu token=%d logprob=%a status=%d\n",
-              gpu_cases::describe(c).c_str(), r.token, static_cast<double>(r.logprob),
-              static_cast<int>(r.status), g.token, static_cast<double>(g.logprob),
-              static_cast<int>(g.status));
+              "mismatch: %s\n  cpu token=%d logprob=%a rank=%d top=%u status=%d | gpu token=%d logprob=%a "
+              "rank=%d top=%u status=%d\n",
+              gpu_cases::describe(c).c_str(), r.r.token, static_cast<double>(r.r.logprob), r.r.rank,
+              r.r.top_count, static_cast<int>(r.r.status), g.r.token, static_cast<double>(g.r.logprob),
+              g.r.rank, g.r.top_count, static_cast<int>(g.r.status));
+          for (std::size_t j = 0; j < r.top.size() && j < g.top.size(); ++j)
+            if (r.top[j].token != g.top[j].token ||
+                !gpu_cases::same_bits(r.top[j].logprob, g.top[j].logprob)) {
+              std::printf("  top[%zu]: cpu %d %a | gpu %d %a\n", j, r.top[j].token,
+                          static_cast<double>(r.top[j].logprob), g.top[j].token,
+                          static_cast<double>(g.top[j].logprob));
+              break;
+            }
+        }
       }
     }
   }
-  std::printf("cuda host backend: %d cases, %d differ (ok %d, no_candidates %d)\n", total, bad, statuses[0],
-              statuses[1]);
+  std::printf(
+      "cuda host backend: %d cases, %d differ (ok %d, no_candidates %d, invalid_input %d); ok rows with "
+      "logprobs %d, raw top-n %d, processed top-n %d, 64 entries %d, processors %d, penalties %d\n",
+      total, bad, statuses[0], statuses[1], statuses[3], ranked, raw_lists, processed_lists, full_lists,
+      processed_ok, penalized_ok);
   CHECK(bad == 0);
   CHECK(total >= 7000);
   CHECK(statuses[0] >= 5000);  // rows that drew a token, not only refusals
   CHECK(statuses[1] >= 500);   // and rows left without candidates (NaN rows, bitmasks)
+  CHECK(statuses[3] >= 50);    // and ids past the row (invalid_input)
+  CHECK(ranked >= 3000);       // rows with a logprob and rank in a mode
+  CHECK(raw_lists >= 1000);
+  CHECK(processed_lists >= 1000);
+  CHECK(full_lists >= 100);
+  CHECK(processed_ok >= 2000);  // rows that drew a token after processors
+  CHECK(penalized_ok >= 1000);
 }
 
 TEST_CASE("cuda row params: knobs the GPU lacks are refused by name", "[cuda]") {
@@ -59,8 +95,23 @@ TEST_CASE("cuda row params: knobs the GPU lacks are refused by name", "[cuda]") 
   CHECK_THROWS_WITH(nucleus::cuda::make_row_params(p, nc::engine_order::nucleus),
                     Catch::Contains("typical_p"));
   nc::sampling_params q;
-  q.logprobs = 3;
-  CHECK_THROWS_WITH(nucleus::cuda::make_row_params(q, nc::engine_order::vllm), Catch::Contains("logprobs"));
+  q.dry_multiplier = 0.8f;
+  CHECK_THROWS_WITH(nucleus::cuda::make_row_params(q, nc::engine_order::llama_cpp),
+                    Catch::Contains("dry_multiplier"));
+  nc::sampling_params ngram;
+  ngram.no_repeat_ngram_size = 3;
+  CHECK_THROWS_WITH(nucleus::cuda::make_row_params(ngram, nc::engine_order::hf),
+                    Catch::Contains("no_repeat_ngram_size"));
+  nc::sampling_params lists;  // id lists go to the batch's arena
+  lists.banned_token_ids = {3};
+  CHECK_THROWS_WITH(nucleus::cuda::make_row_params(lists, nc::engine_order::vllm), Catch::Contains("arena"));
+  std::vector<std::uint32_t> arena;
+  lists.logprobs = 5;
+  lists.repetition_penalty = 1.2f;
+  const nucleus::cuda::row_params p2 = nucleus::cuda::make_row_params(lists, nc::engine_order::vllm, arena);
+  CHECK(p2.banned.size == 1);
+  CHECK(arena.size() == 1);
+  CHECK(p2.logprobs == 5);
   nc::sampling_params bad;
   bad.top_p = 0.0f;
   CHECK_THROWS_WITH(nucleus::cuda::make_row_params(bad, nc::engine_order::hf), Catch::Contains("top_p"));

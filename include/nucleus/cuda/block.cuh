@@ -29,6 +29,9 @@ class cuda_block {
     u64 part_hi[warps];
     long long found_index;
     u64 found_lo, found_hi;
+    u64 gather_keys[detail::max_gather];
+    u64 gather_sorted[detail::max_gather];
+    unsigned gather_count;
   };
 
   __device__ explicit cuda_block(storage& s) : s_(s) {}
@@ -141,6 +144,47 @@ class cuda_block {
   __device__ wsum bin(std::uint32_t j) const {
     return (static_cast<wsum>(s_.hist_hi[j]) << 64) | s_.hist_lo[j];
   }
+
+  // The nonzero f(i) in any order into shared memory, then each placed by its rank among them
+  // (the keys are distinct), so the sorted list does not depend on which thread came first.
+  template <class F>
+  __device__ std::uint32_t gather(std::uint32_t n, F&& f) {
+    if (threadIdx.x == 0) s_.gather_count = 0;
+    __syncthreads();
+    for (std::uint32_t i = threadIdx.x; i < n; i += Threads) {
+      const u64 k = f(i);
+      if (k == 0) continue;
+      const unsigned at = atomicAdd(&s_.gather_count, 1u);
+      if (at < detail::max_gather) s_.gather_keys[at] = k;
+    }
+    __syncthreads();
+    const std::uint32_t c = min(s_.gather_count, detail::max_gather);
+    for (std::uint32_t j = threadIdx.x; j < c; j += Threads) {
+      const u64 k = s_.gather_keys[j];
+      std::uint32_t rank = 0;
+      for (std::uint32_t o = 0; o < c; ++o) rank += s_.gather_keys[o] > k ? 1 : 0;
+      s_.gather_sorted[rank] = k;
+    }
+    __syncthreads();
+    return c;
+  }
+  __device__ std::uint64_t gathered(std::uint32_t j) const { return s_.gather_sorted[j]; }
+
+  template <class F>
+  __device__ void for_each(std::uint32_t n, F&& f) {
+    for (std::uint32_t i = threadIdx.x; i < n; i += Threads) f(i);
+    __syncthreads();
+  }
+  __device__ static std::uint32_t fetch_or(std::uint32_t* p, std::uint32_t v) {
+    return atomicOr(reinterpret_cast<unsigned*>(p), v);
+  }
+  __device__ static std::uint32_t fetch_add(std::uint32_t* p, std::uint32_t v) {
+    return atomicAdd(reinterpret_cast<unsigned*>(p), v);
+  }
+  __device__ static std::uint32_t exchange(std::uint32_t* p, std::uint32_t v) {
+    return atomicExch(reinterpret_cast<unsigned*>(p), v);
+  }
+  __device__ static bool leader() { return threadIdx.x == 0; }
 
  private:
   __device__ static int lane() { return static_cast<int>(threadIdx.x) & 31; }

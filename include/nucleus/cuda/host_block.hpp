@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 
 #include "nucleus/cuda/row_sampler.hpp"
 
@@ -51,9 +52,27 @@ class host_block {
     }
   }
   detail::wsum bin(std::uint32_t j) const { return hist_[j]; }
+  template <class F>
+  std::uint32_t gather(std::uint32_t n, F&& f) {
+    std::uint32_t c = 0;
+    for (std::uint32_t i = 0; i < n; ++i)
+      if (const std::uint64_t k = f(i); k != 0 && c < detail::max_gather) keys_[c++] = k;
+    std::sort(keys_, keys_ + c, [](std::uint64_t a, std::uint64_t b) { return a > b; });
+    return c;
+  }
+  std::uint64_t gathered(std::uint32_t j) const { return keys_[j]; }
+  template <class F>
+  void for_each(std::uint32_t n, F&& f) {
+    for (std::uint32_t i = 0; i < n; ++i) f(i);
+  }
+  static std::uint32_t fetch_or(std::uint32_t* p, std::uint32_t v) { return std::exchange(*p, *p | v); }
+  static std::uint32_t fetch_add(std::uint32_t* p, std::uint32_t v) { return std::exchange(*p, *p + v); }
+  static std::uint32_t exchange(std::uint32_t* p, std::uint32_t v) { return std::exchange(*p, v); }
+  static bool leader() { return true; }
 
  private:
   detail::wsum hist_[detail::max_bins];
+  std::uint64_t keys_[detail::max_gather];
 };
 
 }  // namespace nucleus::cuda

@@ -12,6 +12,12 @@
 //                                       in index order, with the sum before it ({-1, total} if none)
 //   histogram(n, bins, f) and bin(j)    bin(j) = the wsum of w over the i with f(i, bin, w) true and
 //                                       bin == j
+//   gather(n, f) and gathered(j)        the nonzero uint64 f(i) (at most max_gather of them), sorted
+//                                       descending: gathered(0) is the largest; returns their count
+//   for_each(n, f)                      f(i) for every i, then a barrier (the processors' passes)
+//   fetch_or / fetch_add / exchange     atomic read-modify-writes of a uint32 in memory (the
+//                                       penalties' per-token counts)
+//   leader()                            true on one thread only: the one that writes list outputs
 //
 // The algorithm (docs/cuda.md). Every stage the GPU implements cuts a prefix of the candidates in
 // rank order (logit descending, id ascending: rank_key), so the candidate set is always "valid
@@ -26,6 +32,11 @@
 // first cut), whether the candidates are in rank order (after a top-k that cut, the draw walks rank
 // order, else id order), the +inf rule (a row holding +inf keeps just those, at logit 0), and the
 // sign of a zero maximum.
+//
+// Around the stages: the request processors (process_row: mask, allowed / banned ids, EOS, bias,
+// repetition / presence / frequency penalties, in engine/processors.hpp's order) write a float copy
+// of the row that the stages read, and the logprobs (raw: log_softmax of the row as given; processed:
+// the draw's distribution) add the token's logprob, its rank and the top-n list.
 #pragma once
 
 #include <cstddef>
@@ -44,11 +55,26 @@
 
 namespace nucleus::cuda {
 
-// One row's result, as nc::sampler's row_result with logprobs = -1.
+// One row's result, as nc::sampler's row_result.
 struct row_output {
-  std::int32_t token = -1;  // -1 unless status == ok
-  float logprob = 0.0f;     // the draw's own, in the processed distribution (0 when greedy)
+  std::int32_t token = -1;      // -1 unless status == ok
+  float logprob = 0.0f;         // logprobs = -1: the draw's own, in the processed distribution (0 when
+                                // greedy); else in the row's logprobs mode
+  std::int32_t rank = 0;        // 1 + tokens with a strictly larger logit there (0 unless ok and
+                                // logprobs >= 0)
+  std::uint32_t top_count = 0;  // entries written to the top-n list
   nucleus::status status = nucleus::status::ok;
+};
+
+// A row's memory besides its logits (any may be null where the row does not use it).
+struct row_io {
+  const std::uint32_t* lists = nullptr;  // the batch's list arena (row_params' list_refs)
+  row_inputs inputs{};                   // the step's bitmask and histories
+  float* processed = nullptr;            // vocab floats: the processed row (rows with processors)
+  std::uint32_t* counts = nullptr;       // vocab counters, zero on entry and left zero (penalties)
+  std::int32_t* top_ids = nullptr;       // top_capacity entries: the top-n list (logprobs > 0)
+  float* top_logprobs = nullptr;
+  std::uint32_t top_capacity = 0;  // entries written at most (as nc::sampler's top span's size)
 };
 
 namespace detail {
@@ -62,6 +88,7 @@ struct found {
 };
 
 inline constexpr unsigned max_bins = 2048;
+inline constexpr unsigned max_gather = 64;  // the top-n list's longest (sampling_params' max_logprobs)
 inline constexpr int digit_passes = 3;
 NUCLEUS_HD constexpr int digit_shift(int pass) noexcept {
   return pass == 0 ? 21 : pass == 1 ? 10 : 0;
@@ -78,6 +105,76 @@ NUCLEUS_HD inline double log_of(double z) noexcept {
 #endif
 }
 
+// The rank key of the candidate at rank position `point` in rank order (logit descending, id
+// ascending), positions weighted by count (weight null) or by weight(v): the first candidate whose
+// inclusive running weight exceeds point; 0 when point is at or past the candidates' total.
+// cand(i, v) says whether i is a candidate and gives its logit v.
+template <class Block, class Cand, class Weight>
+NUCLEUS_HD std::uint64_t select_rank(Block& b, std::uint32_t n, Cand&& cand, Weight&& weight, bool weighted,
+                                     wsum point) {
+  using namespace nucleus::detail;
+  std::uint32_t prefix = 0;  // the ordered-value bits decided so far
+  wsum before = 0;           // the weight of the candidates ranked above the prefix's values
+  for (int pass = 0; pass < digit_passes; ++pass) {
+    const int shift = digit_shift(pass), width = digit_width(pass);
+    const unsigned bins = 1u << width;
+    b.histogram(n, bins, [&](std::uint32_t i, std::uint32_t& bin, std::uint64_t& w) {
+      float v;
+      if (!cand(i, v)) return false;
+      const std::uint32_t o = ordered(v);
+      if (pass > 0 && (o >> (shift + width)) != prefix) return false;
+      bin = (o >> shift) & (bins - 1);
+      w = weighted ? weight(v) : 1;
+      return true;
+    });
+    // The bins from the highest value down.
+    const found f = b.scan_find(
+        bins, [&](std::uint32_t j) -> wsum { return b.bin(bins - 1 - j); }, point - before);
+    if (f.index < 0) return 0;  // the point is past the candidates' total
+    prefix = (prefix << width) | (bins - 1 - static_cast<std::uint32_t>(f.index));
+    before += f.before;
+  }
+  // Equal values weigh the same: the tie in rank (= id) order is found by counting.
+  const float v = from_ordered(prefix);
+  const std::uint64_t w = weighted ? weight(v) : 1;
+  const wsum j = (point - before) / w;
+  const found t = b.scan_find(
+      n,
+      [&](std::uint32_t i) -> wsum {
+        float x;
+        return cand(i, x) && ordered(x) == prefix ? 1 : 0;
+      },
+      j);
+  if (t.index < 0) return 0;
+  return rank_key(v, static_cast<std::int32_t>(t.index));
+}
+
+// The k (<= max_gather) highest candidates' rank keys into b.gathered(0..count), largest first.
+template <class Block, class Cand>
+NUCLEUS_HD std::uint32_t top_keys(Block& b, std::uint32_t n, Cand&& cand, std::uint32_t k) {
+  using namespace nucleus::detail;
+  if (k == 0) return 0;
+  if (k > max_gather) k = max_gather;
+  // The k-th key (0: fewer than k candidates, all kept): rank keys are distinct, so exactly the
+  // keys at or above it.
+  const std::uint64_t lo = select_rank(
+      b, n, cand, [](float) -> std::uint64_t { return 1; }, false, k - 1);
+  return b.gather(n, [&](std::uint32_t i) -> std::uint64_t {
+    float v;
+    if (!cand(i, v)) return 0;
+    const std::uint64_t key = rank_key(v, static_cast<std::int32_t>(i));
+    return key >= lo ? key : 0;
+  });
+}
+
+// The top-n entries a row writes at most: logprobs, as far as its list has room (nc::sampler's
+// min(top_n(), top.size())).
+NUCLEUS_HD inline std::uint32_t top_count_for(const row_params& p, const row_io& io) noexcept {
+  if (p.logprobs <= 0 || io.top_ids == nullptr || io.top_logprobs == nullptr) return 0;
+  const auto n = static_cast<std::uint32_t>(p.logprobs);
+  return n < io.top_capacity ? n : io.top_capacity;
+}
+
 // A row of V logits in device (or host) memory.
 template <class T>
 struct row_ref {
@@ -90,8 +187,15 @@ class row_sampler {
  public:
   NUCLEUS_HD row_sampler(Block& b, row_ref<T> row) : b_(b), x_(row.x), v_(row.n), n_(row.n) {}
 
-  NUCLEUS_HD row_output run(const row_params& p, draw_key key) {
-    if (v_ == 0) return {-1, 0.0f, nucleus::status::empty_row};
+  NUCLEUS_HD row_output run(const row_params& p, draw_key key, const row_io& io) {
+    row_output o = stages_and_draw(p, key);
+    if (o.status == nucleus::status::ok && p.logprobs >= 0 && !p.raw_logprobs) processed_logprobs(p, io, o);
+    return o;
+  }
+
+ private:
+  NUCLEUS_HD row_output stages_and_draw(const row_params& p, draw_key key) {
+    if (v_ == 0) return fail_with(nucleus::status::empty_row);
     for (int k = 0; k < max_gpu_stages; ++k) {
       if (!live() || greedy_) continue;  // as the chain: nothing to cut, or T = 0 already
       switch (p.stages[k]) {
@@ -114,7 +218,42 @@ class row_sampler {
     return greedy_ ? greedy_pick() : draw(key);
   }
 
- private:
+  // The token's place in the distribution the draw used, and its top-n (sampler.hpp,
+  // processed_logprobs): the rank among the candidates, the top-n by the draw's own formula.
+  NUCLEUS_HD void processed_logprobs(const row_params& p, const row_io& io, row_output& o) {
+    using namespace nucleus::detail;
+    const std::uint32_t n = top_count_for(p, io);
+    if (greedy_) {
+      o.rank = 1;
+      if (n > 0) {
+        if (b_.leader()) {
+          io.top_ids[0] = o.token;
+          io.top_logprobs[0] = 0.0f;
+        }
+        o.top_count = 1;
+      }
+      return;
+    }
+    float xt = max_;
+    value_of(static_cast<std::uint32_t>(o.token), xt);
+    o.rank = 1 + static_cast<std::int32_t>(b_.reduce_sum(v_, [&](std::uint32_t i) -> std::uint64_t {
+               float v;
+               return value_of(i, v) && v > xt ? 1 : 0;
+             }));
+    if (n == 0) return;
+    const double log_z = log_of(to_double(total_));  // the draw's normalizer
+    const std::uint32_t c = top_keys(
+        b_, v_, [&](std::uint32_t i, float& v) { return value_of(i, v); }, n);
+    if (b_.leader())
+      for (std::uint32_t j = 0; j < c; ++j) {
+        const std::uint64_t k = b_.gathered(j);
+        io.top_ids[j] = key_id(k);
+        io.top_logprobs[j] =
+            static_cast<float>(static_cast<double>(scaled(key_value(k), max_, inv_)) - log_z);
+      }
+    o.top_count = c;
+  }
+
   // --- the candidate set ----------------------------------------------------------------------
   NUCLEUS_HD bool live() const noexcept { return status_ == nucleus::status::ok && n_ > 0; }
 
@@ -190,41 +329,9 @@ class row_sampler {
   // The rank key of the candidate at rank position `point` in rank order, positions weighted by
   // count or by weight: the first candidate whose inclusive running weight exceeds point (< total).
   NUCLEUS_HD std::uint64_t rank_select(wsum point, bool weighted) {
-    using namespace nucleus::detail;
-    std::uint32_t prefix = 0;  // the ordered-value bits decided so far
-    wsum before = 0;           // the weight of the candidates ranked above the prefix's values
-    for (int pass = 0; pass < digit_passes; ++pass) {
-      const int shift = digit_shift(pass), width = digit_width(pass);
-      const unsigned bins = 1u << width;
-      b_.histogram(v_, bins, [&](std::uint32_t i, std::uint32_t& bin, std::uint64_t& w) {
-        float v;
-        if (!value_of(i, v)) return false;
-        const std::uint32_t o = ordered(v);
-        if (pass > 0 && (o >> (shift + width)) != prefix) return false;
-        bin = (o >> shift) & (bins - 1);
-        w = weighted ? weight_of(v) : 1;
-        return true;
-      });
-      // The bins from the highest value down.
-      const found f = b_.scan_find(
-          bins, [&](std::uint32_t j) -> wsum { return b_.bin(bins - 1 - j); }, point - before);
-      if (f.index < 0) return 0;  // unreachable: point < the candidates' total
-      prefix = (prefix << width) | (bins - 1 - static_cast<std::uint32_t>(f.index));
-      before += f.before;
-    }
-    // Equal values weigh the same: the tie in rank (= id) order is found by counting.
-    const float v = from_ordered(prefix);
-    const std::uint64_t w = weighted ? weight_of(v) : 1;
-    const wsum j = (point - before) / w;
-    const found t = b_.scan_find(
-        v_,
-        [&](std::uint32_t i) -> wsum {
-          float x;
-          return value_of(i, x) && ordered(x) == prefix ? 1 : 0;
-        },
-        j);
-    if (t.index < 0) return 0;
-    return rank_key(v, static_cast<std::int32_t>(t.index));
+    return select_rank(
+        b_, v_, [&](std::uint32_t i, float& v) { return value_of(i, v); },
+        [&](float v) { return weight_of(v); }, weighted, point);
   }
 
   // min_keep_floor (stages/min_keep.hpp): the rank key of the min_keep-th candidate, or 0 when the
@@ -301,8 +408,19 @@ class row_sampler {
   }
 
   // --- the terminals --------------------------------------------------------------------------
+  NUCLEUS_HD static row_output fail_with(nucleus::status s) noexcept {
+    row_output o;
+    o.status = s;
+    return o;
+  }
   NUCLEUS_HD row_output fail() const noexcept {
-    return {-1, 0.0f, status_ == nucleus::status::ok ? nucleus::status::no_candidates : status_};
+    return fail_with(status_ == nucleus::status::ok ? nucleus::status::no_candidates : status_);
+  }
+  NUCLEUS_HD static row_output drawn(std::int32_t token, float logprob) noexcept {
+    row_output o;
+    o.token = token;
+    o.logprob = logprob;
+    return o;
   }
 
   // The highest candidate, ties to the lowest id: the largest rank key.
@@ -316,7 +434,7 @@ class row_sampler {
       status_ = nucleus::status::no_candidates;
       return fail();
     }
-    return {nucleus::detail::key_id(top), 0.0f, nucleus::status::ok};
+    return drawn(nucleus::detail::key_id(top), 0.0f);
   }
 
   // The categorical draw (stages/categorical.hpp): the point floor(u * total) in the exact weights,
@@ -326,6 +444,7 @@ class row_sampler {
     ensure_max();
     if (!live()) return fail();
     const wsum total = total_weight();
+    total_ = total;
     const wsum point = draw_point(key, total);
     std::int64_t at = -1;
     if (sorted_) {
@@ -347,8 +466,7 @@ class row_sampler {
       return fail();
     }
     const double y = static_cast<double>(scaled(v, max_, inv_));
-    return {static_cast<std::int32_t>(at), static_cast<float>(y - log_of(to_double(total))),
-            nucleus::status::ok};
+    return drawn(static_cast<std::int32_t>(at), static_cast<float>(y - log_of(to_double(total))));
   }
 
   Block& b_;
@@ -356,6 +474,7 @@ class row_sampler {
   std::uint32_t v_;          // the row's length
   std::uint32_t n_;          // the CPU's candidate count
   std::uint64_t cut_ = 0;    // candidates: valid logits with rank key >= cut_
+  wsum total_ = 0;           // the draw's exact weight sum
   float inv_ = 1.0f;         // 1/T
   float max_ = 0.0f;         // the candidates' maximum (valid once has_max_)
   bool dense_ = true;        // no cut yet: the CPU counts the whole row
@@ -368,14 +487,192 @@ class row_sampler {
   nucleus::status status_ = nucleus::status::ok;
 };
 
+// --- logprobs of the row as given ---------------------------------------------------------------
+
+// The token's logprob and rank in log_softmax(row), and the row's top-n (sampler.hpp, raw_logprobs):
+// log_softmax's own rules and bits (ops/normalizer.hpp). NaN and -inf are never candidates; a row
+// holding +inf shares the mass among its +inf tokens.
+template <class Block, class T>
+NUCLEUS_HD void raw_logprobs(Block& b, const T* x, std::uint32_t vocab, const row_params& p, const row_io& io,
+                             row_output& o) {
+  using namespace nucleus::detail;
+  auto cand = [&](std::uint32_t i, float& v) {
+    v = to_float(x[i]);
+    return v > -inf();
+  };
+  const std::uint32_t n = top_count_for(p, io);
+  // The maximum as the CPU reads it: max_value's without a list, the first key's (a zero as +0) with
+  // one. The sign of a zero maximum shows only where it is the one token of weight > 0 (lse = 0),
+  // and then it is that token's.
+  const std::uint64_t top = b.reduce_max(vocab, [&](std::uint32_t i) -> std::uint64_t {
+    float v;
+    if (!cand(i, v)) return 0;
+    return (std::uint64_t{ordered(v)} << 1) | (bits_of(v) == 0 ? 1u : 0u);
+  });
+  float m = -inf(), lse = 0.0f, inf_lp = 0.0f;
+  if (top != 0) {
+    m = from_ordered(static_cast<std::uint32_t>(top >> 1));
+    if (m == 0.0f && n == 0) m = top & 1 ? 0.0f : -0.0f;
+    if (m == inf()) {
+      const wsum infs = b.reduce_sum(
+          vocab, [&](std::uint32_t i) -> std::uint64_t { return to_float(x[i]) == inf() ? 1 : 0; });
+      inf_lp = static_cast<float>(-log_of(static_cast<double>(static_cast<std::uint64_t>(infs))));
+    } else {
+      const wsum z = b.reduce_sum(vocab, [&](std::uint32_t i) -> std::uint64_t {
+        return weight(exp_scalar(scaled(to_float(x[i]), m, 1.0f)));
+      });
+      lse = static_cast<float>(log_of(to_double(z)));
+    }
+  }
+  // raw_normalizer::operator()
+  auto norm = [&](float v) {
+    if (!(v == v) || !(m > -inf())) return -inf();
+    if (m == inf()) return v == inf() ? inf_lp : -inf();
+    return (v - m) - lse;
+  };
+  const float xt = to_float(x[o.token]);
+  o.logprob = norm(xt);
+  o.rank = 1 + static_cast<std::int32_t>(b.reduce_sum(
+                   vocab, [&](std::uint32_t i) -> std::uint64_t { return to_float(x[i]) > xt ? 1 : 0; }));
+  if (n == 0) return;
+  const std::uint32_t c = top_keys(b, vocab, cand, n);
+  std::uint32_t shown = 0;
+  for (; shown < c; ++shown) {
+    const std::uint64_t k = b.gathered(shown);
+    const float lp = norm(key_value(k));
+    if (m == inf() && lp == -inf()) break;  // with +inf in the row only the +inf tokens count
+    if (b.leader()) {
+      io.top_ids[shown] = key_id(k);
+      io.top_logprobs[shown] = lp;
+    }
+  }
+  o.top_count = shown;
+}
+
+// --- the request processors ----------------------------------------------------------------------
+
+// A run of history tokens, prompt part then output part (history_penalties.hpp: history).
+struct history_ref {
+  const std::int32_t* a = nullptr;
+  std::uint32_t na = 0;
+  const std::int32_t* b = nullptr;
+  std::uint32_t nb = 0;
+
+  NUCLEUS_HD std::uint32_t size() const noexcept { return na + nb; }
+  NUCLEUS_HD std::int32_t operator[](std::uint32_t i) const noexcept { return i < na ? a[i] : b[i - na]; }
+};
+// The last n tokens of prompt ++ output, n < 0: all (history_penalties.hpp: last_tokens).
+NUCLEUS_HD inline history_ref last_tokens(const row_inputs& in, std::int64_t n) noexcept {
+  const std::uint32_t total = in.prompt_size + in.output_size;
+  const std::uint32_t keep = n < 0 || n >= total ? total : static_cast<std::uint32_t>(n);
+  const std::uint32_t skip = total - keep;
+  if (skip >= in.prompt_size) {
+    const std::uint32_t s = skip - in.prompt_size;
+    return {nullptr, 0, in.output + s, in.output_size - s};
+  }
+  return {in.prompt + skip, in.prompt_size - skip, in.output, in.output_size};
+}
+
+// A processor never changes -inf (banned), +inf (forced) or NaN, and never makes a finite logit
+// infinite: results beyond float's range are clamped to +-FLT_MAX (processors.hpp: edit).
+NUCLEUS_HD inline void edit(float& x, float to) noexcept {
+  if (!(x > -nucleus::detail::inf() && x < nucleus::detail::inf())) return;
+  constexpr float big = 0x1.fffffep127f;
+  x = to > big ? big : to < -big ? -big : to;
+}
+
+inline constexpr std::uint32_t seen = 0x80000000u;  // a count's high bit: in the repetition history
+
+// Writes the processed row (engine/processors.hpp, apply) into io.processed: the widened row with the
+// bitmask and allowed ids, then the banned and EOS ids, the bias, the penalties. Each pass touches
+// only the listed tokens, and each token's edits come in the CPU's order. invalid_input where an id
+// does not fit the row (processors::fits) or the row lacks its buffers.
+template <class Block, class T>
+NUCLEUS_HD nucleus::status process_row(Block& b, const T* x, std::uint32_t vocab, const row_params& p,
+                                       const row_io& io) {
+  using nucleus::detail::inf;
+  const row_inputs& in = io.inputs;
+  const history_ref rep_h = last_tokens(in, p.windowed ? p.last_n : -1);
+  const history_ref cnt_h = p.windowed ? rep_h : history_ref{nullptr, 0, in.output, in.output_size};
+  const bool rep_on = p.repetition != 1.0f, cnt_on = p.presence != 0.0f || p.frequency != 0.0f;
+  const std::uint32_t n_rep = rep_on ? rep_h.size() : 0, n_cnt = cnt_on ? cnt_h.size() : 0;
+  if (io.processed == nullptr || (p.max_id >= 0 && static_cast<std::uint32_t>(p.max_id) >= vocab) ||
+      ((n_rep > 0 || n_cnt > 0) && io.counts == nullptr))
+    return nucleus::status::invalid_input;
+  const std::uint64_t bad = b.reduce_max(n_rep + n_cnt, [&](std::uint32_t j) -> std::uint64_t {
+    const std::int32_t t = j < n_rep ? rep_h[j] : cnt_h[j - n_rep];
+    return t < 0 || static_cast<std::uint32_t>(t) >= vocab ? 1 : 0;
+  });
+  if (bad) return nucleus::status::invalid_input;
+
+  float* out = io.processed;
+  const std::uint32_t* mask = in.bitmask;
+  auto allowed_by_mask = [&](std::uint32_t i) {
+    return mask == nullptr || ((mask[i >> 5] >> (i & 31)) & 1u) != 0;
+  };
+  const std::uint32_t* lists = io.lists;
+  b.for_each(vocab, [&](std::uint32_t i) {
+    out[i] = p.allowed.size == 0 && allowed_by_mask(i) ? to_float(x[i]) : -inf();
+  });
+  b.for_each(p.allowed.size, [&](std::uint32_t j) {
+    const std::uint32_t t = lists[p.allowed.at + j];
+    if (allowed_by_mask(t)) out[t] = to_float(x[t]);
+  });
+  const std::uint32_t n_eos = in.output_size < p.min_tokens ? p.eos.size : 0;
+  b.for_each(p.banned.size + n_eos, [&](std::uint32_t j) {
+    out[j < p.banned.size ? lists[p.banned.at + j] : lists[p.eos.at + j - p.banned.size]] = -inf();
+  });
+  // Each id's run of biases by one thread, in request order.
+  b.for_each(p.bias.size, [&](std::uint32_t j) {
+    const std::uint32_t* pairs = lists + p.bias.at;
+    const std::uint32_t t = pairs[2 * j];
+    if (j > 0 && pairs[2 * j - 2] == t) return;
+    for (std::uint32_t k = j; k < p.bias.size && pairs[2 * k] == t; ++k)
+      edit(out[t], out[t] + nucleus::detail::float_from_bits(pairs[2 * k + 1]));
+  });
+  if (n_rep == 0 && n_cnt == 0) return nucleus::status::ok;
+  // The penalties: each history token's count (and whether the repetition history holds it), then
+  // one thread per distinct token (the one that takes its count back to zero) edits it.
+  std::uint32_t* counts = io.counts;
+  b.for_each(n_rep, [&](std::uint32_t j) { b.fetch_or(counts + rep_h[j], seen); });
+  b.for_each(n_cnt, [&](std::uint32_t j) { b.fetch_add(counts + cnt_h[j], 1u); });
+  b.for_each(n_rep + n_cnt, [&](std::uint32_t j) {
+    const std::int32_t t = j < n_rep ? rep_h[j] : cnt_h[j - n_rep];
+    const std::uint32_t c = b.exchange(counts + t, 0u);
+    if (c == 0) return;  // another position's thread has it
+    float& v = out[t];
+    if (c & seen) edit(v, v > 0.0f ? v / p.repetition : v * p.repetition);
+    if (const std::uint32_t k = c & ~seen; k != 0)
+      edit(v, v - (nucleus::detail::mul_rounded(static_cast<float>(k), p.frequency) + p.presence));
+  });
+  return nucleus::status::ok;
+}
+
 }  // namespace detail
 
-// Samples one row with any block backend: the function the kernels and the CPU test share.
+// Samples one row with any block backend: the function the kernels and the CPU test share. Rows with
+// processors (a list, a penalty or a bitmask) are processed into io.processed first; the stages and
+// the draw read that copy, the raw logprobs the row as given.
 template <class Block, class T>
 NUCLEUS_HD row_output sample_row(Block& b, const T* row, std::uint32_t vocab, const row_params& p,
-                                 draw_key key) {
-  detail::row_sampler<Block, T> s(b, detail::row_ref<T>{row, vocab});
-  return s.run(p, key);
+                                 draw_key key, const row_io& io = {}) {
+  row_output o;
+  if (vocab == 0) {
+    o.status = nucleus::status::empty_row;
+    return o;
+  }
+  if (p.lists || io.inputs.bitmask != nullptr) {
+    o.status = detail::process_row(b, row, vocab, p, io);
+    if (o.status != nucleus::status::ok) return o;
+    detail::row_sampler<Block, float> s(b, detail::row_ref<float>{io.processed, vocab});
+    o = s.run(p, key, io);
+  } else {
+    detail::row_sampler<Block, T> s(b, detail::row_ref<T>{row, vocab});
+    o = s.run(p, key, io);
+  }
+  if (o.status == nucleus::status::ok && p.logprobs >= 0 && p.raw_logprobs)
+    detail::raw_logprobs(b, row, vocab, p, io, o);
+  return o;
 }
 
 }  // namespace nucleus::cuda

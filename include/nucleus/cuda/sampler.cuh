@@ -41,6 +41,20 @@ struct batch_view {
   std::int32_t* tokens = nullptr;          // out: -1 unless the status is ok
   float* logprobs = nullptr;               // out, optional
   std::uint8_t* statuses = nullptr;        // out, optional: nucleus::status values
+
+  // Logprobs (rows whose params ask for them, logprobs >= 0), all optional.
+  std::int32_t* ranks = nullptr;        // out: rank (0 unless ok and logprobs >= 0)
+  std::uint32_t* top_counts = nullptr;  // out: entries written to the row's top-n list
+  std::int32_t* top_ids = nullptr;      // out: rows x top_n, the top-n lists
+  float* top_logprobs = nullptr;        // out: rows x top_n
+  std::uint32_t top_n = 0;              // entries per row in top_ids / top_logprobs (<= 64)
+
+  // Request processors (rows whose params hold a list or a penalty, or whose inputs a bitmask).
+  const std::uint32_t* lists = nullptr;  // the list arena make_row_params filled
+  const row_inputs* inputs = nullptr;    // per row: bitmask, prompt, output (null: none)
+  float* processed = nullptr;            // rows x vocab floats: scratch for the processed rows
+  std::uint32_t* counts = nullptr;       // rows x vocab, all zero (the kernel leaves them zero):
+                                         // the penalties' per-token counts
 };
 
 // Threads per row: 512 leaves each thread 128 registers for the 128-bit sums.
@@ -56,11 +70,22 @@ __global__ void __launch_bounds__(Threads) sample_rows(batch_view a) {
   const T* row = static_cast<const T*>(a.logits) + static_cast<std::size_t>(r) * a.stride;
   const draw_key key{a.seeds[r], a.positions[r], a.streams ? a.streams[r] : 0};
   const row_params p = a.params[r];
-  const row_output o = sample_row(block, row, a.vocab, p, key);
+  const std::size_t at = static_cast<std::size_t>(r) * a.vocab;
+  row_io io;
+  io.lists = a.lists;
+  if (a.inputs) io.inputs = a.inputs[r];
+  io.processed = a.processed ? a.processed + at : nullptr;
+  io.counts = a.counts ? a.counts + at : nullptr;
+  io.top_ids = a.top_ids ? a.top_ids + static_cast<std::size_t>(r) * a.top_n : nullptr;
+  io.top_logprobs = a.top_logprobs ? a.top_logprobs + static_cast<std::size_t>(r) * a.top_n : nullptr;
+  io.top_capacity = a.top_n;
+  const row_output o = sample_row(block, row, a.vocab, p, key, io);
   if (threadIdx.x == 0) {
     a.tokens[r] = o.token;
     if (a.logprobs) a.logprobs[r] = o.logprob;
     if (a.statuses) a.statuses[r] = static_cast<std::uint8_t>(o.status);
+    if (a.ranks) a.ranks[r] = o.rank;
+    if (a.top_counts) a.top_counts[r] = o.top_count;
   }
 }
 
@@ -71,7 +96,7 @@ template <int Threads = default_threads>
 cudaError_t sample_batch(const batch_view& a, cudaStream_t stream = nullptr) {
   if (a.rows == 0) return cudaSuccess;
   if (a.logits == nullptr || a.params == nullptr || a.seeds == nullptr || a.positions == nullptr ||
-      a.tokens == nullptr || a.stride < a.vocab)
+      a.tokens == nullptr || a.stride < a.vocab || a.top_n > detail::max_gather)
     return cudaErrorInvalidValue;
   const dim3 grid(a.rows), block(Threads);
   switch (a.dtype) {
