@@ -60,10 +60,18 @@ inline nucleus::workspace& shared_workspace() {
   return ws;
 }
 
+// The memory floor's registers: NEON's on aarch64 (baseline there), else the widest x86 ISA the
+// compile flags enable (-march=native).
+#if defined(__aarch64__)
+using floor_arch = xsimd::neon64;
+#else
+using floor_arch = xsimd::default_arch;
+#endif
+
 // The memory floor: every logit read once, four independent accumulators so the adds never wait on
 // one another. Nothing a sampler does can read the row faster.
 inline float onepass_sum(const float* x, std::size_t n) noexcept {
-  using batch = xsimd::batch<float>;
+  using batch = xsimd::batch<float, floor_arch>;
   constexpr std::size_t w = batch::size;
   batch a0(0.0f), a1(0.0f), a2(0.0f), a3(0.0f);
   std::size_t i = 0;

@@ -25,7 +25,7 @@ GOALS = [
     ("BM_flat_topp_chain", "exp", 3.0),
 ]
 COUNTER = {"memory": "passes", "exp": "exp_floors"}
-TARGETS = ["scalar", "sse2", "avx2", "avx512"]
+TARGETS = ["scalar", "sse2", "avx2", "avx512", "neon"]  # every target (nucleus::all_isas); a run has its build's only
 
 
 def selected_runs(data: dict) -> list:

@@ -206,22 +206,37 @@ inline std::vector<nucleus::isa>& targets() {
   return t;
 }
 
-// --nucleus_isa's value: "all" or a comma list of target names. Unsupported targets are skipped
-// with a message; an unknown name, or no target left, is an error (returns false).
+// The targets this build compiles (x86-64: scalar, sse2, avx2, avx512; aarch64: scalar, neon),
+// scalar first: what "all" means and what the help lists.
+inline std::vector<nucleus::isa> built_targets() {
+  std::vector<nucleus::isa> built;
+  for (auto t = std::rbegin(nucleus::all_isas); t != std::rend(nucleus::all_isas); ++t)
+    if (nucleus::detail::compiled(*t)) built.push_back(*t);
+  return built;
+}
+
+inline std::string built_target_names() {
+  std::string names;
+  for (nucleus::isa t : built_targets())
+    names += std::string(names.empty() ? "" : ", ") + nucleus::isa_name(t);
+  return names;
+}
+
+// --nucleus_isa's value: "all" (every target this build compiles) or a comma list of target names.
+// Targets the CPU or build lacks are skipped with a message; an unknown name, or no target left, is
+// an error (returns false).
 inline bool parse_targets(std::string_view list) {
   std::vector<nucleus::isa> wanted;
   if (list == "all") {
-    wanted.assign(std::rbegin(nucleus::all_isas), std::rend(nucleus::all_isas));  // scalar first
+    wanted = built_targets();
   } else {
     while (!list.empty()) {
       const std::size_t comma = list.find(',');
       const std::string_view name = list.substr(0, comma);
       const std::optional<nucleus::isa> t = nucleus::parse_isa(name);
       if (!t) {
-        std::fprintf(
-            stderr,
-            "nucleus bench: --nucleus_isa: unknown target '%.*s' (scalar, sse2, avx2, avx512, neon, all)\n",
-            static_cast<int>(name.size()), name.data());
+        std::fprintf(stderr, "nucleus bench: --nucleus_isa: unknown target '%.*s' (this build: %s, all)\n",
+                     static_cast<int>(name.size()), name.data(), built_target_names().c_str());
         return false;
       }
       wanted.push_back(*t);
@@ -435,7 +450,8 @@ inline int run(int argc, char** argv, const std::function<void()>& register_more
                  "  [--nucleus_strict]   exit 1 before timing if a custom kernel fails its check\n"
                  "  [--nucleus_cpu_time] passes from thread CPU time instead of wall time\n"
                  "  [--nucleus_isa=all|<target>,...] run each nucleus benchmark under each target\n"
-                 "                       (scalar, sse2, avx2, avx512; default: the active one)\n");
+                 "                       (%s; default: the active one)\n",
+                 detail::built_target_names().c_str());
   });
   if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 1;
   std::string names;
