@@ -120,6 +120,32 @@ inline std::vector<float> random_row(std::mt19937_64& rng, std::size_t v) {
   return x;
 }
 
+// The stages that read the distribution's shape, each on in about half the rows of the orders
+// that have it: top-n-sigma, epsilon and eta cutoffs, xtc (its coin on or off), dynamic temperature.
+inline void random_shape_knobs(std::mt19937_64& rng, nc::sampling_params& p, nc::engine_order order) {
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  using nc::detail::slot;
+  auto has = [&](slot s) { return nc::detail::has_slot(order, s); };
+  if (has(slot::sigma) && unit(rng) < 0.5f) p.top_n_sigma = pick(rng, {0.5f, 1.0f, 2.0f, 3.5f, 1e-6f});
+  if (has(slot::eps) && unit(rng) < 0.5f) p.epsilon_cutoff = pick(rng, {1e-3f, 0.01f, 0.05f, 0.2f, 0.9f});
+  if (has(slot::eta) && unit(rng) < 0.5f) p.eta_cutoff = pick(rng, {1e-3f, 0.01f, 0.05f, 0.2f, 0.9f});
+  if (has(slot::xtc) && unit(rng) < 0.5f) {
+    p.xtc_probability = pick(rng, {1.0f, 1.0f, 1.0f, 0.5f, 0.1f});
+    p.xtc_threshold = pick(rng, {0.0f, 1e-3f, 0.01f, 0.01f, 0.05f, 0.1f, 0.3f, 0.5f, 0.6f});
+  }
+  if (has(slot::dyn) && unit(rng) < 0.5f) {
+    p.dynatemp_range = pick(rng, {0.1f, 0.5f, 1.0f, 3.0f});
+    p.dynatemp_exponent = pick(rng, {0.0f, 0.5f, 1.0f, 2.0f});
+  }
+  // Half the time the shape stages act alone: top-k, top-p and min-p would often have cut the row to a
+  // few tokens already.
+  if (unit(rng) < 0.5f) {
+    p.top_k = 0;
+    p.top_p = 1.0f;
+    p.min_p = 0.0f;
+  }
+}
+
 // A request over the knobs the GPU implements, valid for its order.
 inline nc::sampling_params random_params(std::mt19937_64& rng, nc::engine_order order, std::size_t v) {
   nc::sampling_params p;
@@ -130,6 +156,7 @@ inline nc::sampling_params random_params(std::mt19937_64& rng, nc::engine_order 
   p.min_p = pick(rng, {0.0f, 0.0f, 0.02f, 0.3f, 1.0f});
   if (order != nc::engine_order::vllm) p.min_keep = pick(rng, {1, 1, 1, 2, 7, 200});
   p.seed = rng();
+  random_shape_knobs(rng, p, order);
   return p;
 }
 
@@ -245,6 +272,18 @@ inline answer<nc::row_result> reference(const row_case& c, nc::workspace& ws) {
   return a;
 }
 
+// How many candidates nc::sampler's processed distribution keeps (0 where the row fails).
+inline std::size_t kept_count(const row_case& c, nc::workspace& ws) {
+  const nc::sampler s(c.params, c.order);
+  nc::row_request rq;
+  rq.position = c.position;
+  rq.stream = c.stream;
+  rq.prompt = c.prompt;
+  rq.output = c.output;
+  rq.bitmask = c.bitmask;
+  return with_row(c, [&](auto row) { return s.process(row, ws, rq).size(); });
+}
+
 // The memory a row's GPU run reads and writes besides its logits (on the host here).
 struct host_memory {
   std::vector<std::uint32_t> lists;
@@ -327,8 +366,12 @@ inline std::string describe(const row_case& c) {
          " V=" + std::to_string(c.vocab()) + " T=" + std::to_string(p.temperature) +
          " top_k=" + std::to_string(p.top_k) + " top_p=" + std::to_string(p.top_p) +
          " min_p=" + std::to_string(p.min_p) + " min_keep=" + std::to_string(p.min_keep) +
-         " seed=" + std::to_string(p.seed) + " position=" + std::to_string(c.position) +
-         " stream=" + std::to_string(c.stream) + " logprobs=" + std::to_string(p.logprobs) +
+         " sigma=" + std::to_string(p.top_n_sigma) + " eps=" + std::to_string(p.epsilon_cutoff) +
+         " eta=" + std::to_string(p.eta_cutoff) + " xtc=" + std::to_string(p.xtc_probability) + "/" +
+         std::to_string(p.xtc_threshold) + " dynatemp=" + std::to_string(p.dynatemp_range) + "/" +
+         std::to_string(p.dynatemp_exponent) + " seed=" + std::to_string(p.seed) +
+         " position=" + std::to_string(c.position) + " stream=" + std::to_string(c.stream) +
+         " logprobs=" + std::to_string(p.logprobs) +
          (p.logprobs_mode == nc::logprob_mode::raw ? "/raw" : "/processed") +
          " bias=" + std::to_string(p.logit_bias.size()) +
          " allowed=" + std::to_string(p.allowed_token_ids.size()) +

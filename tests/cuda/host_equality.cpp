@@ -21,6 +21,27 @@ struct tier {
 };
 constexpr tier tiers[] = {{1, 2000}, {1000, 5000}, {32000, 700}, {151936, 100}, {248320, 60}};
 
+// The stages that read the distribution's shape, each with a way to turn it off.
+struct shape_knob {
+  const char* name;
+  bool (*on)(const nc::sampling_params&);
+  void (*off)(nc::sampling_params&);
+};
+const shape_knob shape_knobs[] = {
+    {"top_n_sigma", [](const nc::sampling_params& p) { return p.top_n_sigma > 0.0f; },
+     [](nc::sampling_params& p) { p.top_n_sigma = -1.0f; }},
+    {"epsilon_cutoff", [](const nc::sampling_params& p) { return p.epsilon_cutoff > 0.0f; },
+     [](nc::sampling_params& p) { p.epsilon_cutoff = 0.0f; }},
+    {"eta_cutoff", [](const nc::sampling_params& p) { return p.eta_cutoff > 0.0f; },
+     [](nc::sampling_params& p) { p.eta_cutoff = 0.0f; }},
+    {"xtc", [](const nc::sampling_params& p) { return p.xtc_probability > 0.0f && p.xtc_threshold <= 0.5f; },
+     [](nc::sampling_params& p) { p.xtc_probability = 0.0f; }},
+    {"dynamic_temperature", [](const nc::sampling_params& p) { return p.dynatemp_range > 0.0f; },
+     [](nc::sampling_params& p) { p.dynatemp_range = 0.0f; }},
+};
+constexpr std::size_t n_shape = sizeof(shape_knobs) / sizeof(shape_knobs[0]);
+static_assert(nucleus::cuda::detail::fold_lanes == nc::detail::partial_sums);
+
 }  // namespace
 
 TEST_CASE("cuda row algorithm, host backend: nc::sampler's bits", "[cuda]") {
@@ -33,6 +54,9 @@ TEST_CASE("cuda row algorithm, host backend: nc::sampler's bits", "[cuda]") {
   // Rows that exercised each new part and still drew a token, so the test cannot pass by
   // accident (every processor skipped, every list empty).
   int raw_lists = 0, processed_lists = 0, ranked = 0, processed_ok = 0, penalized_ok = 0, full_lists = 0;
+  // Per shape stage: ok rows with it on, and those it changed (with that stage off the CPU draws
+  // another token or logprob, or keeps another number of candidates), so each is seen to act.
+  int shape_on[n_shape] = {}, shape_acted[n_shape] = {};
   for (const tier& t : tiers) {
     for (int i = 0; i < t.cases; ++i) {
       const row_case c = gpu_cases::random_case(rng, t.vocab);
@@ -50,6 +74,16 @@ TEST_CASE("cuda row algorithm, host backend: nc::sampler's bits", "[cuda]") {
              c.params.frequency_penalty != 0.0f) &&
             !(c.prompt.empty() && c.output.empty()))
           ++penalized_ok;
+        for (std::size_t k = 0; k < n_shape; ++k) {
+          if (!shape_knobs[k].on(c.params)) continue;
+          ++shape_on[k];
+          row_case without = c;
+          shape_knobs[k].off(without.params);
+          const auto w = gpu_cases::reference(without, ws).r;
+          if (w.token != r.r.token || !gpu_cases::same_bits(w.logprob, r.r.logprob) ||
+              gpu_cases::kept_count(without, ws) != gpu_cases::kept_count(c, ws))
+            ++shape_acted[k];
+        }
       }
       if (!gpu_cases::same(r, g)) {
         if (++bad <= 10) {
@@ -87,6 +121,11 @@ TEST_CASE("cuda row algorithm, host backend: nc::sampler's bits", "[cuda]") {
   CHECK(full_lists >= 100);
   CHECK(processed_ok >= 2000);  // rows that drew a token after processors
   CHECK(penalized_ok >= 1000);
+  for (std::size_t k = 0; k < n_shape; ++k) {
+    std::printf("  %s: %d ok rows, %d changed by it\n", shape_knobs[k].name, shape_on[k], shape_acted[k]);
+    CHECK(shape_on[k] >= 1000);
+    CHECK(shape_acted[k] >= 80);
+  }
 }
 
 TEST_CASE("cuda row params: knobs the GPU lacks are refused by name", "[cuda]") {
@@ -98,6 +137,10 @@ TEST_CASE("cuda row params: knobs the GPU lacks are refused by name", "[cuda]") 
   q.dry_multiplier = 0.8f;
   CHECK_THROWS_WITH(nucleus::cuda::make_row_params(q, nc::engine_order::llama_cpp),
                     Catch::Contains("dry_multiplier"));
+  nc::sampling_params miro;
+  miro.mirostat = 2;
+  CHECK_THROWS_WITH(nucleus::cuda::make_row_params(miro, nc::engine_order::nucleus),
+                    Catch::Contains("mirostat"));
   nc::sampling_params ngram;
   ngram.no_repeat_ngram_size = 3;
   CHECK_THROWS_WITH(nucleus::cuda::make_row_params(ngram, nc::engine_order::hf),
@@ -115,4 +158,50 @@ TEST_CASE("cuda row params: knobs the GPU lacks are refused by name", "[cuda]") 
   nc::sampling_params bad;
   bad.top_p = 0.0f;
   CHECK_THROWS_WITH(nucleus::cuda::make_row_params(bad, nc::engine_order::hf), Catch::Contains("top_p"));
+}
+
+// top-n-sigma's threshold is the least float >= max - n * sigma: rows and n chosen so that the double
+// t lies just above a logit that float(t) rounds to, where rounding to nearest would keep that logit.
+TEST_CASE("cuda row algorithm, host backend: top-n-sigma's threshold rounds up", "[cuda]") {
+  std::mt19937_64 rng(27);
+  nc::workspace ws;
+  nucleus::cuda::host_block block;
+  gpu_cases::host_memory memory;
+  int hits = 0, bad = 0;
+  for (int i = 0; i < 4000 && hits < 200; ++i) {
+    row_case c;
+    c.order = gpu_cases::pick(rng, {nc::engine_order::nucleus, nc::engine_order::llama_cpp});
+    c.params.seed = rng();
+    c.position = static_cast<std::uint64_t>(i);
+    for (int j = 0; j < 16; ++j)
+      c.f32.push_back(1000.0f + static_cast<float>(std::uniform_int_distribution<int>(0, 6)(rng)));
+    // sigma as the CPU computes it (exact here: small integers over 1000), in the CPU's order.
+    double sum = 0.0;
+    for (float x : c.f32) sum += static_cast<double>(x);
+    const double mean = sum / 16.0;
+    double squares[8] = {};
+    for (std::size_t j = 0; j < 16; ++j) {
+      const double d = static_cast<double>(c.f32[j]) - mean;
+      squares[j % 8] = std::fma(d, d, squares[j % 8]);
+    }
+    double sq = 0.0;
+    for (double s : squares) sq += s;
+    const double sigma = std::sqrt(sq / 16.0);
+    const float mx = *std::max_element(c.f32.begin(), c.f32.end());
+    const float target = c.f32[std::uniform_int_distribution<std::size_t>(0, 15)(rng)];
+    if (!(target < mx) || sigma == 0.0) continue;
+    float n = static_cast<float>((static_cast<double>(mx) - static_cast<double>(target)) / sigma);
+    for (int k = 0; k < 8; ++k, n = std::nextafter(n, 0.0f)) {
+      const double t = static_cast<double>(mx) - static_cast<double>(n) * sigma;
+      if (static_cast<float>(t) == target && static_cast<double>(target) < t) break;
+    }
+    const double t = static_cast<double>(mx) - static_cast<double>(n) * sigma;
+    if (!(static_cast<float>(t) == target && static_cast<double>(target) < t)) continue;
+    c.params.top_n_sigma = n;
+    ++hits;
+    if (!gpu_cases::same(gpu_cases::reference(c, ws), gpu_cases::on_host_block(c, block, memory))) ++bad;
+  }
+  std::printf("cuda host backend, top-n-sigma's round-up: %d rows at the boundary, %d differ\n", hits, bad);
+  CHECK(bad == 0);
+  CHECK(hits >= 100);
 }

@@ -32,6 +32,7 @@ class cuda_block {
     u64 gather_keys[detail::max_gather];
     u64 gather_sorted[detail::max_gather];
     unsigned gather_count;
+    double fold[detail::fold_lanes];
   };
 
   __device__ explicit cuda_block(storage& s) : s_(s) {}
@@ -185,6 +186,20 @@ class cuda_block {
     return atomicExch(reinterpret_cast<unsigned*>(p), v);
   }
   __device__ static bool leader() { return threadIdx.x == 0; }
+
+  // One thread per lane walks its positions in order: the sums' rounding depends on it, so this
+  // is a sequential pass (n / fold_lanes dependent adds), kept for the rows that ask for it.
+  template <class F>
+  __device__ void lane_fold(std::uint32_t n, double (&out)[detail::fold_lanes], F&& f) {
+    if (threadIdx.x < detail::fold_lanes) {
+      double acc = 0.0;
+      for (std::uint32_t i = threadIdx.x; i < n; i += detail::fold_lanes) acc = f(i, acc);
+      s_.fold[threadIdx.x] = acc;
+    }
+    __syncthreads();
+    for (unsigned j = 0; j < detail::fold_lanes; ++j) out[j] = s_.fold[j];
+    __syncthreads();
+  }
 
  private:
   __device__ static int lane() { return static_cast<int>(threadIdx.x) & 31; }

@@ -69,6 +69,11 @@ class host_block {
   static std::uint32_t fetch_add(std::uint32_t* p, std::uint32_t v) { return std::exchange(*p, *p + v); }
   static std::uint32_t exchange(std::uint32_t* p, std::uint32_t v) { return std::exchange(*p, v); }
   static bool leader() { return true; }
+  template <class F>
+  void lane_fold(std::uint32_t n, double (&out)[detail::fold_lanes], F&& f) {
+    for (double& x : out) x = 0.0;
+    for (std::uint32_t i = 0; i < n; ++i) out[i % detail::fold_lanes] = f(i, out[i % detail::fold_lanes]);
+  }
 
  private:
   detail::wsum hist_[detail::max_bins];

@@ -30,6 +30,13 @@ inline constexpr std::string_view gpu_knobs[] = {"temperature",
                                                  "top_p",
                                                  "min_p",
                                                  "min_keep",
+                                                 "top_n_sigma",
+                                                 "epsilon_cutoff",
+                                                 "eta_cutoff",
+                                                 "xtc_probability",
+                                                 "xtc_threshold",
+                                                 "dynatemp_range",
+                                                 "dynatemp_exponent",
                                                  "repetition_penalty",
                                                  "presence_penalty",
                                                  "frequency_penalty",
@@ -73,8 +80,22 @@ inline row_params make_row_params(const sampling_params& p, engine_order order,
   for (std::size_t i = 0; i < e.size; ++i) {
     switch (e.slots[i]) {
       case nucleus::detail::slot::temp:
-      case nucleus::detail::slot::dyn:  // dynamic temperature with range 0 (refused above otherwise)
         r.stages[n++] = gpu_stage::temperature;
+        break;
+      case nucleus::detail::slot::dyn:  // with range <= 0 a plain temperature
+        r.stages[n++] = p.dynatemp_range > 0.0f ? gpu_stage::dynamic_temperature : gpu_stage::temperature;
+        break;
+      case nucleus::detail::slot::sigma:
+        r.stages[n++] = gpu_stage::top_n_sigma;
+        break;
+      case nucleus::detail::slot::eps:
+        r.stages[n++] = gpu_stage::epsilon_cutoff;
+        break;
+      case nucleus::detail::slot::eta:
+        r.stages[n++] = gpu_stage::eta_cutoff;
+        break;
+      case nucleus::detail::slot::xtc:
+        r.stages[n++] = gpu_stage::xtc;
         break;
       case nucleus::detail::slot::top_k:
         r.stages[n++] = gpu_stage::top_k;
@@ -103,6 +124,14 @@ inline row_params make_row_params(const sampling_params& p, engine_order order,
   r.min_p = p.min_p;
   r.log_min_p = p.min_p > 0.0f ? std::log(p.min_p) : 0.0f;
   r.min_keep = static_cast<std::uint32_t>(p.min_keep);
+  r.temperature = t;
+  r.dynatemp_range = p.dynatemp_range;
+  r.dynatemp_exponent = p.dynatemp_exponent;
+  r.top_n_sigma = p.top_n_sigma;
+  r.epsilon_cutoff = p.epsilon_cutoff;
+  r.eta_cutoff = p.eta_cutoff;
+  r.xtc_probability = p.xtc_probability;
+  r.xtc_threshold = p.xtc_threshold;
   r.logprobs = static_cast<std::int8_t>(p.logprobs);
   r.raw_logprobs = p.logprobs_mode == logprob_mode::raw ? 1 : 0;
 

@@ -11,9 +11,20 @@
 namespace nucleus::cuda {
 
 // The stages a GPU row runs, in its engine's order (engine/orders.hpp); none pads the end.
-enum class gpu_stage : std::uint8_t { none, temperature, top_k, top_p, min_p };
+enum class gpu_stage : std::uint8_t {
+  none,
+  temperature,
+  dynamic_temperature,
+  top_n_sigma,
+  top_k,
+  top_p,
+  min_p,
+  epsilon_cutoff,
+  eta_cutoff,
+  xtc
+};
 
-inline constexpr int max_gpu_stages = 4;
+inline constexpr int max_gpu_stages = 9;  // the longest order (engine/orders.hpp: max_slots)
 
 // A run of 32-bit words in the batch's list arena (batch_view::lists).
 struct list_ref {
@@ -34,6 +45,14 @@ struct row_params {
   float min_p = 0.0f;             // <= 0 off
   float log_min_p = 0.0f;         // std::log(min_p), taken on the host
   std::uint32_t min_keep = 1;     // the truncation stages' floor (1: none)
+  float temperature = 1.0f;       // dynamic temperature's t (the engine's threshold applied)
+  float dynatemp_range = 0.0f;    // > 0: dynamic temperature (its stage is otherwise temperature)
+  float dynatemp_exponent = 1.0f;
+  float top_n_sigma = 0.0f;      // <= 0 off
+  float epsilon_cutoff = 0.0f;   // <= 0 off
+  float eta_cutoff = 0.0f;       // <= 0 off
+  float xtc_probability = 0.0f;  // <= 0 off
+  float xtc_threshold = 0.1f;    // > 0.5 off
 
   // The request processors (engine/processors.hpp), applied in its order to a float copy of the row.
   list_ref allowed;          // token ids; empty: every token allowed

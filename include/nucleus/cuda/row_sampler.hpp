@@ -18,10 +18,14 @@
 //   fetch_or / fetch_add / exchange     atomic read-modify-writes of a uint32 in memory (the
 //                                       penalties' per-token counts)
 //   leader()                            true on one thread only: the one that writes list outputs
+//   lane_fold(n, out, f)                out[j] = f applied in index order, acc = f(i, acc) from +0, over
+//                                       the i < n with i % fold_lanes == j (top-n-sigma's double sums,
+//                                       whose rounding depends on that order)
 //
-// The algorithm (docs/cuda.md). Every stage the GPU implements cuts a prefix of the candidates in
-// rank order (logit descending, id ascending: rank_key), so the candidate set is always "valid
-// logits whose rank key is at least `cut`", one integer per row, and nothing is compacted or sorted.
+// The algorithm (docs/cuda.md). Every stage the GPU implements keeps an interval of the candidates
+// in rank order (logit descending, id ascending: rank_key): the truncations a prefix, xtc a suffix
+// of that (it removes the top choices). So the candidate set is always "valid logits whose rank key
+// is in [cut, top]", two integers per row, and nothing is compacted or sorted.
 // A stage that needs the token at a rank position (top-k's k-th, top-p's crossing, min_keep's floor,
 // the draw in rank order) finds it by radix selection over the ordered value bits: three histogram
 // passes of 11, 11 and 10 bits, weighted by count or by the exact integer weights, then the tie
@@ -90,6 +94,7 @@ struct found {
 inline constexpr unsigned max_bins = 2048;
 inline constexpr unsigned max_gather = 64;  // the top-n list's longest (sampling_params' max_logprobs)
 inline constexpr int digit_passes = 3;
+inline constexpr unsigned fold_lanes = 8;  // top-n-sigma's interleaved sums (simd/targets.hpp: partial_sums)
 NUCLEUS_HD constexpr int digit_shift(int pass) noexcept {
   return pass == 0 ? 21 : pass == 1 ? 10 : 0;
 }
@@ -102,6 +107,65 @@ NUCLEUS_HD inline double log_of(double z) noexcept {
   return ::log(z);  // CUDA's log: within 1 ulp of glibc's (docs/cuda.md)
 #else
   return std::log(z);
+#endif
+}
+// The other double functions the stages take: exp and pow (within an ulp or two of glibc's, as log),
+// and the correctly rounded ones (sqrt, ceil, ldexp, fma, nextafter: the same bits everywhere).
+NUCLEUS_HD inline double exp_of(double z) noexcept {
+#if defined(__CUDA_ARCH__)
+  return ::exp(z);
+#else
+  return std::exp(z);
+#endif
+}
+NUCLEUS_HD inline double pow_of(double a, double b) noexcept {
+#if defined(__CUDA_ARCH__)
+  return ::pow(a, b);
+#else
+  return std::pow(a, b);
+#endif
+}
+NUCLEUS_HD inline double sqrt_of(double z) noexcept {
+#if defined(__CUDA_ARCH__)
+  return ::sqrt(z);
+#else
+  return std::sqrt(z);
+#endif
+}
+NUCLEUS_HD inline double ceil_of(double z) noexcept {
+#if defined(__CUDA_ARCH__)
+  return ::ceil(z);
+#else
+  return std::ceil(z);
+#endif
+}
+NUCLEUS_HD inline double ldexp_of(double z, int e) noexcept {
+#if defined(__CUDA_ARCH__)
+  return ::ldexp(z, e);
+#else
+  return std::ldexp(z, e);
+#endif
+}
+NUCLEUS_HD inline double fma_of(double a, double b, double c) noexcept {
+#if defined(__CUDA_ARCH__)
+  return __fma_rn(a, b, c);
+#else
+  return std::fma(a, b, c);
+#endif
+}
+// a + b * c with the product rounded first, as the CPU writes it (nvcc would contract it).
+NUCLEUS_HD inline double add_product(double a, double b, double c) noexcept {
+#if defined(__CUDA_ARCH__)
+  return __dadd_rn(a, __dmul_rn(b, c));
+#else
+  return a + b * c;
+#endif
+}
+NUCLEUS_HD inline float next_up(float f) noexcept {
+#if defined(__CUDA_ARCH__)
+  return ::nextafterf(f, nucleus::detail::inf());
+#else
+  return std::nextafter(f, nucleus::detail::inf());
 #endif
 }
 
@@ -202,6 +266,21 @@ class row_sampler {
         case gpu_stage::temperature:
           temperature(p);
           break;
+        case gpu_stage::dynamic_temperature:
+          dynamic_temperature(p);
+          break;
+        case gpu_stage::top_n_sigma:
+          top_n_sigma(p);
+          break;
+        case gpu_stage::epsilon_cutoff:
+          epsilon_cutoff(p);
+          break;
+        case gpu_stage::eta_cutoff:
+          eta_cutoff(p);
+          break;
+        case gpu_stage::xtc:
+          xtc(p, key);
+          break;
         case gpu_stage::top_k:
           top_k(p);
           break;
@@ -268,7 +347,8 @@ class row_sampler {
     } else {
       v = normalized_ && raw == 0.0f ? 0.0f : raw;  // top-k's list holds rank keys' values: +0
     }
-    return nucleus::detail::rank_key(v, static_cast<std::int32_t>(i)) >= cut_;
+    const std::uint64_t k = nucleus::detail::rank_key(v, static_cast<std::int32_t>(i));
+    return k >= cut_ && k <= top_;
   }
   NUCLEUS_HD std::uint64_t weight_of(float v) const noexcept {
     using namespace nucleus::detail;
@@ -286,6 +366,9 @@ class row_sampler {
       return value_of(i, v) ? weight_of(v) : 0;
     });
   }
+  // The candidates as the CPU counts them (min_keep.hpp: candidate_count): a dense row's NaN and -inf
+  // are not.
+  NUCLEUS_HD std::uint32_t candidate_count() { return dense_ ? count_alive() : n_; }
   // After a cut: the CPU's list is compacted (its count is the candidates'), its maximum kept.
   NUCLEUS_HD void cut_to(std::uint64_t cut) {
     cut_ = cut;
@@ -343,6 +426,73 @@ class row_sampler {
     return rank_select(min_keep - 1, false);
   }
 
+  // The cut "keep the candidates whose logit is at least v" (keep_scaled_at_least(0, 1, v)): a prefix.
+  NUCLEUS_HD void keep_at_least(float v) {
+    const std::uint64_t cut = std::uint64_t{nucleus::detail::ordered(v)} << 32;
+    cut_to(cut > cut_ ? cut : cut_);
+  }
+
+  // row_stats.hpp's moments: the exact weight total and the mean scaled logit, sum(w * trunc(-y 2^40))
+  // / total, from add_moment's integers. The products reach 2^95, so they add in 24-bit pieces (as
+  // kernels/reduce.hpp: moment_sums): w = wh 2^24 + wl, q = qh 2^24 + ql, each product below 2^49.
+  struct moments_of_row {
+    wsum total = 0;
+    double mean_y = 0.0;
+  };
+  NUCLEUS_HD moments_of_row moments() {
+    using namespace nucleus::detail;
+    constexpr std::uint64_t low = (std::uint64_t{1} << 24) - 1;
+    auto parts = [&](std::uint32_t i, std::uint64_t& w, std::uint64_t& q) {
+      float v;
+      if (!value_of(i, v)) return false;
+      const float y = scaled(v, max_, inv_);
+      w = weight(exp_scalar(y));
+      q = w != 0 ? static_cast<std::uint64_t>(-static_cast<double>(y) * 0x1p40) : 0;
+      return true;
+    };
+    auto sum_of = [&](auto piece) {
+      return b_.reduce_sum(v_, [&](std::uint32_t i) -> std::uint64_t {
+        std::uint64_t w = 0, q = 0;
+        return parts(i, w, q) ? piece(w, q) : 0;
+      });
+    };
+    moments_of_row r;
+    r.total = sum_of([](std::uint64_t w, std::uint64_t) { return w; });
+    const wsum s48 = sum_of([](std::uint64_t w, std::uint64_t q) { return (w >> 24) * (q >> 24); });
+    const wsum s24 = sum_of(
+        [](std::uint64_t w, std::uint64_t q) { return (w >> 24) * (q & low) + (w & low) * (q >> 24); });
+    const wsum s0 = sum_of([](std::uint64_t w, std::uint64_t q) { return (w & low) * (q & low); });
+    const wsum weighted = (s48 << 48) + (s24 << 24) + s0;
+    if (r.total != 0) r.mean_y = ldexp_of(-static_cast<double>(weighted) / static_cast<double>(r.total), -40);
+    return r;
+  }
+
+  // The weight cuts' shared rule (min_keep.hpp: weight_cut_floored, then row_stats.hpp:
+  // keep_weight_at_least): keep what weighs at least w_min, and always the maximum; with a floor,
+  // the logits at or above the min_keep-th's when the cut would take it.
+  NUCLEUS_HD void weight_cut(std::uint32_t min_keep, double w_min) {
+    using namespace nucleus::detail;
+    const double e_min = ceil_of(w_min) * weight_ulp;  // weight(e) >= w_min  <=>  e >= e_min
+    if (min_keep > 1) {
+      const std::uint64_t floor = min_keep_floor(min_keep);
+      if (floor == 0) return;
+      const float kv = key_value(floor);
+      if (!(static_cast<double>(exp_scalar(scaled(kv, max_, inv_))) >= e_min)) {
+        keep_at_least(kv);
+        return;
+      }
+    }
+    // A weight only grows with the logit: the least qualifying logit is the cut.
+    const std::uint64_t least = b_.reduce_min(v_, [&](std::uint32_t i) -> std::uint64_t {
+      float v;
+      if (!value_of(i, v) || !(static_cast<double>(exp_scalar(scaled(v, max_, inv_))) >= e_min))
+        return ~std::uint64_t{0};
+      return ordered(v);
+    });
+    const std::uint32_t top = ordered(max_);
+    keep_at_least(from_ordered(least < top ? static_cast<std::uint32_t>(least) : top));
+  }
+
   // --- the stages -----------------------------------------------------------------------------
   NUCLEUS_HD void temperature(const row_params& p) {
     if (p.greedy) {
@@ -350,6 +500,66 @@ class row_sampler {
     } else {
       inv_ = p.inv_temperature;
     }
+  }
+
+  // stages/dynamic_temperature.hpp (range > 0): the temperature from the candidates' entropy.
+  NUCLEUS_HD void dynamic_temperature(const row_params& p) {
+    ensure_max();
+    if (!live()) return;
+    const std::uint32_t n = candidate_count();
+    if (n < 2) return;  // left as it is: not even t applies
+    const double t = static_cast<double>(p.temperature), range = static_cast<double>(p.dynatemp_range);
+    const double lo = 0.0 < t - range ? t - range : 0.0;
+    const double hi = t + range;
+    const moments_of_row mo = moments();
+    const double entropy = log_of(nucleus::detail::to_double(mo.total)) - mo.mean_y;
+    double h = entropy / log_of(static_cast<double>(n));
+    h = h < 0.0 ? 0.0 : 1.0 < h ? 1.0 : h;  // std::clamp
+    const float dyn =
+        static_cast<float>(add_product(lo, hi - lo, pow_of(h, static_cast<double>(p.dynatemp_exponent))));
+    if (dyn == 0.0f) {
+      greedy_ = true;
+      return;
+    }
+    inv_ *= 1.0f / dyn;  // row_state::scale_inv_temperature
+    if (!(inv_ <= 0x1.fffffep127f)) greedy_ = true;
+  }
+
+  // stages/top_n_sigma.hpp: keep x >= max - n * sigma, sigma the candidates' population standard
+  // deviation, summed as the CPU sums it (eight interleaved double sums over the list's positions,
+  // in index order; the list is the dense row here, or a +inf row's tokens, all at 0).
+  NUCLEUS_HD void top_n_sigma(const row_params& p) {
+    using namespace nucleus::detail;
+    if (p.top_n_sigma <= 0.0f) return;
+    ensure_max();
+    if (!live() || n_ == 1) return;
+    const float mx = max_;
+    const std::uint32_t count = count_alive();
+    double part[fold_lanes];
+    b_.lane_fold(v_, part, [&](std::uint32_t i, double acc) {
+      float v;
+      return acc + (value_of(i, v) ? static_cast<double>(v) : 0.0);
+    });
+    double total = 0.0;
+    for (double x : part) total += x;
+    const double mean = total / static_cast<double>(count);
+    b_.lane_fold(v_, part, [&](std::uint32_t i, double acc) {
+      float v;
+      const double d = value_of(i, v) ? static_cast<double>(v) - mean : 0.0;
+      return fma_of(d, d, acc);
+    });
+    double squares = 0.0;
+    for (double x : part) squares += x;
+    const double sigma = sqrt_of(squares / static_cast<double>(count));
+    const double t = add_product(static_cast<double>(mx), -static_cast<double>(p.top_n_sigma), sigma);
+    float f = static_cast<float>(t);  // the least float >= t
+    if (static_cast<double>(f) < t) f = next_up(f);
+    if (f < -0x1.fffffep127f) f = -0x1.fffffep127f;
+    if (!(f == f)) {  // (unreachable for float rows: the sums stay finite in double) nothing passes
+      cut_to(~std::uint64_t{0});
+      return;
+    }
+    keep_at_least(f);
   }
 
   NUCLEUS_HD void top_k(const row_params& p) {
@@ -405,6 +615,55 @@ class row_sampler {
       return rank_key(v, static_cast<std::int32_t>(i));
     });
     cut_to(last);
+  }
+
+  // stages/epsilon_cutoff.hpp: keep p >= e, on the exact weights.
+  NUCLEUS_HD void epsilon_cutoff(const row_params& p) {
+    if (p.epsilon_cutoff <= 0.0f) return;
+    ensure_max();
+    if (!live() || n_ == 1) return;
+    weight_cut(p.min_keep, static_cast<double>(p.epsilon_cutoff) * static_cast<double>(total_weight()));
+  }
+
+  // stages/eta_cutoff.hpp: keep p >= min(eta, sqrt(eta) exp(-H)).
+  NUCLEUS_HD void eta_cutoff(const row_params& p) {
+    using namespace nucleus::detail;
+    if (p.eta_cutoff <= 0.0f) return;
+    ensure_max();
+    if (!live() || n_ == 1) return;
+    const moments_of_row mo = moments();
+    const double eta = static_cast<double>(p.eta_cutoff);
+    const double by_eta = eta * to_double(mo.total) * weight_of_one;
+    const double by_entropy = sqrt_of(eta) * exp_of(mo.mean_y) * weight_of_one;
+    weight_cut(p.min_keep, by_entropy < by_eta ? by_entropy : by_eta);  // std::min
+  }
+
+  // stages/xtc.hpp: with the key's xtc coin, drop every token at or above the threshold but the least
+  // likely of them: the candidates ranked at or below it, a suffix (the maximum moves).
+  NUCLEUS_HD void xtc(const row_params& p, draw_key key) {
+    using namespace nucleus::detail;
+    if (p.xtc_probability <= 0.0f || p.xtc_threshold > 0.5f) return;
+    ensure_max();
+    if (!live() || n_ < 2) return;
+    if (!(uniform(key, key_stream::xtc) < static_cast<double>(p.xtc_probability))) return;
+    const double e_min =
+        ceil_of(static_cast<double>(p.xtc_threshold) * static_cast<double>(total_weight())) * weight_ulp;
+    auto reaches = [&](std::uint32_t i, float& v) {
+      return value_of(i, v) && static_cast<double>(exp_scalar(scaled(v, max_, inv_))) >= e_min;
+    };
+    const auto above = static_cast<std::uint32_t>(b_.reduce_sum(v_, [&](std::uint32_t i) -> std::uint64_t {
+      float v;
+      return reaches(i, v) ? 1 : 0;
+    }));
+    if (above < 2) return;
+    if (p.min_keep > 1 && candidate_count() - (above - 1) < p.min_keep) return;  // all or nothing
+    top_ = b_.reduce_min(v_, [&](std::uint32_t i) -> std::uint64_t {
+      float v;
+      return reaches(i, v) ? rank_key(v, static_cast<std::int32_t>(i)) : ~std::uint64_t{0};
+    });
+    dense_ = false;
+    n_ = count_alive();
+    has_max_ = false;  // the top choices went: the maximum is taken again
   }
 
   // --- the terminals --------------------------------------------------------------------------
@@ -471,9 +730,10 @@ class row_sampler {
 
   Block& b_;
   const T* x_;
-  std::uint32_t v_;          // the row's length
-  std::uint32_t n_;          // the CPU's candidate count
-  std::uint64_t cut_ = 0;    // candidates: valid logits with rank key >= cut_
+  std::uint32_t v_;        // the row's length
+  std::uint32_t n_;        // the CPU's candidate count
+  std::uint64_t cut_ = 0;  // candidates: valid logits with rank key in [cut_, top_]
+  std::uint64_t top_ = ~std::uint64_t{0};
   wsum total_ = 0;           // the draw's exact weight sum
   float inv_ = 1.0f;         // 1/T
   float max_ = 0.0f;         // the candidates' maximum (valid once has_max_)
