@@ -1,4 +1,4 @@
-// Each of the 13 kernels of simd/targets.hpp's table, on every target this build runs, against its
+// Each of the 16 kernels of simd/targets.hpp's table, on every target this build runs, against its
 // definition written here as a plain loop (or, for the exp-based ones, against the scalar target bit
 // for bit: exp's own accuracy is kernels.cpp's test). Rows of every dtype, awkward lengths (a pack's
 // tail, a block's edge), NaN, -inf, ties. Built for aarch64 and run under qemu by tests/kernels.
@@ -176,6 +176,47 @@ void check_row(const std::vector<T>& x, std::size_t& checked) {
       const std::size_t c = k.collect_bin(x.data(), ids.data(), n, shift, scale, unit, lo, hi, keys.data());
       CHECK((c == want.size() && std::equal(want.begin(), want.end(), keys.begin())));
     }
+    // mass_histogram: the weight of exp_scalar(y) into bin trunc(y * unit), beyond the last bin (or
+    // NaN) the last; into masses that already hold something.
+    {
+      const float unit = -32.0f;
+      std::vector<d::wsum> mass(d::hist_bins, d::wsum{7}), want(d::hist_bins, d::wsum{7});
+      for (std::size_t i = 0; i < n; ++i) {
+        const float y = d::scaled(at(x, i), shift, scale);
+        const float b = y * unit;
+        const std::size_t bin =
+            b <= static_cast<float>(d::hist_bins - 1) ? static_cast<std::size_t>(b) : d::hist_bins - 1;
+        want[bin] += d::weight(d::exp_scalar(y));
+      }
+      k.mass_histogram(x.data(), n, shift, scale, unit, mass.data());
+      CHECK(mass == want);
+    }
+    // candidate_sums, candidate_squares: eight partial sums in double, logit i into sum i % 8 in
+    // index order, -inf and NaN adding nothing.
+    {
+      constexpr std::size_t ways = d::partial_sums;
+      double want_sum[ways] = {}, want_sq[ways] = {}, got_sum[ways], got_sq[ways];
+      std::size_t want_count = 0;
+      for (std::size_t i = 0; i < n; ++i)
+        if (at(x, i) > -inf) {
+          want_sum[i % ways] += static_cast<double>(at(x, i));
+          ++want_count;
+        }
+      const double center = want_count ? want_sum[0] / static_cast<double>(want_count) : 0.0;
+      for (std::size_t i = 0; i < n; ++i)
+        if (at(x, i) > -inf) {
+          const double dv = static_cast<double>(at(x, i)) - center;
+          want_sq[i % ways] = std::fma(dv, dv, want_sq[i % ways]);
+        }
+      CHECK(k.candidate_sums(x.data(), n, got_sum) == want_count);
+      k.candidate_squares(x.data(), n, center, got_sq);
+      bool same = true;
+      for (std::size_t j = 0; j < ways; ++j)
+        same = same &&
+               std::bit_cast<std::uint64_t>(got_sum[j]) == std::bit_cast<std::uint64_t>(want_sum[j]) &&
+               std::bit_cast<std::uint64_t>(got_sq[j]) == std::bit_cast<std::uint64_t>(want_sq[j]);
+      CHECK(same);
+    }
     // masked_widen: x where the bit is set, -inf elsewhere.
     {
       std::vector<std::uint32_t> mask((n + 31) / 32);
@@ -226,4 +267,26 @@ TEST_CASE("every kernel on every target equals its definition: bf16 rows", "[ker
 }
 TEST_CASE("every kernel on every target equals its definition: f16 rows", "[kernels]") {
   CHECK(run_all<nucleus::f16>() == 48 * runnable().size());
+}
+TEST_CASE("mass_histogram's bins add past 64 bits over rows longer than its runs", "[kernels]") {
+  isa_guard g;
+  // 100,003 logits: most at the maximum (each weighs 2^48, together more than 2^64), a few spread.
+  std::vector<float> x(100003, 0.0f);
+  for (std::size_t i = 0; i < x.size(); i += 97) x[i] = -static_cast<float>(i % 400) / 8.0f;
+  const float unit = -32.0f, scale = 0.5f;
+  std::vector<d::wsum> want(d::hist_bins);
+  for (float v : x) {
+    const float y = d::scaled(v, 0.0f, scale);
+    const float b = y * unit;
+    want[b <= static_cast<float>(d::hist_bins - 1) ? static_cast<std::size_t>(b) : d::hist_bins - 1] +=
+        d::weight(d::exp_scalar(y));
+  }
+  REQUIRE(want[0] > d::wsum{~std::uint64_t{0}});
+  for (isa t : runnable()) {
+    INFO("target " << nucleus::isa_name(t));
+    REQUIRE(nucleus::set_isa(t));
+    std::vector<d::wsum> mass(d::hist_bins);
+    d::kernels<float>().mass_histogram(x.data(), x.size(), 0.0f, scale, unit, mass.data());
+    CHECK(mass == want);
+  }
 }

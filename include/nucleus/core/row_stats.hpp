@@ -44,22 +44,35 @@ inline row_moments moments(row_state& s) noexcept {
   return r;
 }
 
-// Calls f(v, i) for each candidate i (logit v) whose exp(y) is at least e_min; never for -inf or NaN.
-// Only a y at or above log(e_min) - 2^-10 can qualify: exp_scalar, which the SIMD exp equals bit for
-// bit, is within 2 ulp of exp on (-86, 0] and 0 below, a margin far narrower. So for almost every
-// candidate of a peaked row the test is one float compare, and only the few above it are exp'd.
+// The least scaled logit y whose exp can be at least e_min (-inf for e_min <= 0): exp_scalar, which
+// the SIMD exp equals bit for bit, is within 2 ulp of exp on (-86, 0] and 0 below, a margin far
+// narrower than the 2^-10 taken here, so no y below it qualifies.
+inline float exp_at_least_bound(double e_min) noexcept {
+  return e_min > 0.0 ? std::nextafter(static_cast<float>(std::log(e_min) - 0x1p-10), -inf()) : -inf();
+}
+
+// Calls f(v, i) for each candidate i (logit v) whose exp(y) is at least e_min, in order; never for
+// -inf or NaN. A SIMD pass (compact_ge, the same float y) keeps the candidates at or above
+// exp_at_least_bound, a block at a time on the stack, and only those (few, in a peaked row) are
+// tested with the exact exp: the same calls as testing every candidate.
 template <class F>
 void for_each_exp_at_least(row_state& s, double e_min, F&& f) {
   const float m = s.max_logit();
   const float inv = s.inv_temperature();
-  const float y_lo =
-      e_min > 0.0 ? std::nextafter(static_cast<float>(std::log(e_min) - 0x1p-10), -inf()) : -inf();
+  const float y_lo = exp_at_least_bound(e_min);
+  const std::size_t n = s.size();
+  float vals[block_elems + compact_slack];
+  std::int32_t at[block_elems + compact_slack];
   s.visit([&](const auto* x) {
-    for (std::size_t i = 0; i < s.size(); ++i) {
-      const float v = to_float(x[i]);
-      const float y = scaled(v, m, inv);
-      if (!(y >= y_lo) || !(v > -inf())) continue;
-      if (static_cast<double>(exp_scalar(y)) >= e_min) f(v, i);
+    for (std::size_t b0 = 0; b0 < n; b0 += block_elems) {
+      const std::size_t len = n - b0 < block_elems ? n - b0 : block_elems;
+      const std::size_t kept = compact_ge(x + b0, nullptr, len, m, inv, y_lo, vals, at);
+      for (std::size_t j = 0; j < kept; ++j) {
+        const float v = vals[j];
+        const float y = scaled(v, m, inv);
+        if (!(y >= y_lo) || !(v > -inf())) continue;
+        if (static_cast<double>(exp_scalar(y)) >= e_min) f(v, b0 + static_cast<std::size_t>(at[j]));
+      }
     }
   });
 }
@@ -70,9 +83,17 @@ inline void keep_weight_at_least(row_state& s, double w_min) noexcept {
   const float m = s.max_logit();
   if (!s.live()) return;
   // weight(e) = floor(e * 2^48) >= w_min  <=>  e * 2^48 >= ceil(w_min): a compare of e itself (e * 2^48
-  // is exact in double). The least such logit, as an order-preserving integer.
+  // is exact in double).
+  const double e_min = std::ceil(w_min) * detail::weight_ulp;
+  // First the candidates that may qualify, and the maximum (y = 0; NaN only at 1/T = inf, where this
+  // step is skipped): a superset of the result, since a larger logit has a larger y. Then the least
+  // qualifying logit, as an order-preserving integer, is the cut.
+  const float inv = s.inv_temperature();
+  const float y_lo = exp_at_least_bound(e_min);
+  const float may_qualify = y_lo < 0.0f ? y_lo : 0.0f;
+  if (scaled(m, m, inv) >= may_qualify) s.keep_scaled_at_least(m, inv, may_qualify);
   std::uint32_t cut = ordered(m);
-  for_each_exp_at_least(s, std::ceil(w_min) * detail::weight_ulp, [&](float v, std::size_t) {
+  for_each_exp_at_least(s, e_min, [&](float v, std::size_t) {
     const std::uint32_t k = ordered(v);
     cut = k < cut ? k : cut;
   });

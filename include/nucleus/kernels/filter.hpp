@@ -25,9 +25,16 @@ std::size_t compact_ge(const T* x, const std::int32_t* ids, std::size_t n, float
       // next store (or lies in the slack) and never reaches past this pack, so in place stays safe.
       using R = std::conditional_t<sizeof(T) != 0, reg, void>;  // dependent: only this target has it
       for (std::size_t r = 0; r < regs; ++r) {
-        const auto k = static_cast<typename R::m>(bits >> (r * width));
+        const auto k = static_cast<std::uint32_t>(bits >> (r * width)) & ((std::uint32_t{1} << width) - 1);
         if (k) out += R::compress(k, v.r[r], ids, base + r * width, vals_out + out, ids_out + out);
       }
+    } else if (bits == ~std::uint64_t{0} >> (64 - lanes)) {
+      // A pack kept whole (a cut that drops few): one store, the ids in a run. In place, the writes
+      // start at or before this pack and never pass its end, and the ids are read ahead of them.
+      store(vals_out + out, v);
+      for (std::size_t l = 0; l < lanes; ++l)
+        ids_out[out + l] = ids ? ids[base + l] : static_cast<std::int32_t>(base + l);
+      out += lanes;
     } else {
       // Work per pack is one compare; per survivor, one write.
       for (; bits; bits &= bits - 1) {

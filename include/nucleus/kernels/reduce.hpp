@@ -1,4 +1,5 @@
-// Row reductions over packs: max, argmax, rank counts, exp and exact weight sums, and locating a draw.
+// Row reductions over packs: max, argmax, rank counts, exp and exact weight sums, locating a draw,
+// top-p's mass histogram and top-n-sigma's double sums.
 //
 // The value a kernel sees for logit x is y = (x - shift) * scale: the row maximum is subtracted and
 // the temperature folded in on the fly, so no pass rewrites the logits.
@@ -163,6 +164,117 @@ moment_totals moment_sums(const T* x, std::size_t n, float shift, float scale, f
   }
 #endif
   return r;
+}
+
+// top-p's mass histogram: adds the exact weight of exp(y), y = (x[i] - shift) * scale <= 0, into
+// mass[bin], bin = trunc(y * unit) (unit: bins per scaled-logit unit, negated), beyond the last bin
+// the last (NaN too, with weight 0). One pass: the exp, the bins and the weights in registers, then a
+// scalar add per logit into 64-bit bins, which hold runs of 2^15 weights (each <= 2^48) before they
+// join the 128-bit masses.
+template <logit_type T>
+void mass_histogram(const T* x, std::size_t n, float shift, float scale, float unit, wsum* mass) noexcept {
+  constexpr std::size_t run = std::size_t{1} << 15;
+  std::uint64_t part[hist_bins];
+  const fpack sh = splat(shift), sc = splat(scale), nu = splat(unit);
+  const reg::f last = reg::splat(static_cast<float>(hist_bins - 1)), zero = reg::splat(0.0f);
+  const reg::f unit24 = reg::splat(0x1p24f);
+  for (std::size_t r0 = 0; r0 < n; r0 += run) {
+    const std::size_t len = n - r0 < run ? n - r0 : run;
+    std::fill(part, part + hist_bins, std::uint64_t{0});
+    // Padding lanes hold -inf: weight 0, in the last bin.
+    for_each_pack(x + r0, len, -inf(), [&](const fpack& v, std::size_t) NUCLEUS_LAMBDA_INLINE {
+      const fpack y = scaled(v, sh, sc);
+      const fpack e = exp(y);
+      const fpack b = mul(y, nu);
+      alignas(64) std::int32_t bin[lanes], hi[lanes], lo[lanes];
+      for (std::size_t k = 0; k < regs; ++k) {
+        // b in [0, last] keeps its integer part; above it, or NaN, the last bin.
+        const reg::f bk = reg::select(reg::ge(last, b.r[k]), reg::max(b.r[k], zero), last);
+        reg::store_i(bin + k * width, reg::cvtt(bk));
+        const reg::f f = reg::mul(e.r[k], unit24);  // the weight's pieces, as accumulate() takes them
+        const reg::i h = reg::cvtt(f);
+        reg::store_i(hi + k * width, h);
+        reg::store_i(lo + k * width, reg::cvtt(reg::mul(reg::sub(f, reg::cvt(h)), unit24)));
+      }
+      for (std::size_t l = 0; l < lanes; ++l)
+        part[bin[l]] += (static_cast<std::uint64_t>(hi[l]) << 24) + static_cast<std::uint32_t>(lo[l]);
+    });
+    for (std::size_t b = 0; b < hist_bins; ++b) mass[b] += part[b];
+  }
+}
+
+// top-n-sigma's sums in double over the candidates (logits above -inf; NaN is none): lane j of
+// sums[0, partial_sums) adds, in index order from +0, every x[i] with i % partial_sums == j (another
+// logit adds +0, which changes nothing), the same additions as a plain loop over partial_sums
+// accumulators on any register width. Returns the candidates' count.
+template <logit_type T>
+std::size_t candidate_sums(const T* x, std::size_t n, double* sums) noexcept {
+  static_assert(lanes % partial_sums == 0 && partial_sums % reg::dwidth == 0);
+#if NUCLEUS_REG_SCALAR
+  // One lane per register: the plain loop, the same additions without the packs' round trip.
+  std::size_t count = 0;
+  const std::size_t whole = n - n % partial_sums;
+  auto add = [&](float v, std::size_t j) {
+    const bool c = v > -inf();
+    sums[j] += static_cast<double>(c ? v : 0.0f);
+    count += c;
+  };
+  for (std::size_t j = 0; j < partial_sums; ++j) sums[j] = 0.0;
+  for (std::size_t i = 0; i < whole; i += partial_sums)
+    for (std::size_t j = 0; j < partial_sums; ++j) add(to_float(x[i + j]), j);
+  for (std::size_t j = 0; whole + j < n; ++j) add(to_float(x[whole + j]), j);
+  return count;
+#else
+  constexpr std::size_t per = partial_sums / reg::dwidth;  // registers per group of partial_sums logits
+  reg::d acc[per];
+  for (std::size_t r = 0; r < per; ++r) acc[r] = reg::splat_d(0.0);
+  const fpack ninf = splat(-inf()), zero = splat(0.0f);
+  std::size_t count = 0;
+  // Padding lanes hold -inf: no candidate.
+  for_each_pack(x, n, -inf(), [&](const fpack& v, std::size_t) NUCLEUS_LAMBDA_INLINE {
+    const mpack c = gt(v, ninf);
+    count += static_cast<std::size_t>(std::popcount(mask_bits(c)));
+    const lane_array a = to_lanes(select(c, v, zero));
+    for (std::size_t g = 0; g < lanes; g += partial_sums)
+      for (std::size_t r = 0; r < per; ++r)
+        acc[r] = reg::add_d(acc[r], reg::load_d(a.v + g + r * reg::dwidth));
+  });
+  for (std::size_t r = 0; r < per; ++r) reg::store_d(sums + r * reg::dwidth, acc[r]);
+  return count;
+#endif
+}
+
+// ... and the squares: lane j of sums adds fma(d, d, .) in index order from +0, d = x[i] - center in
+// double, for the candidates with i % partial_sums == j.
+template <logit_type T>
+void candidate_squares(const T* x, std::size_t n, double center, double* sums) noexcept {
+#if NUCLEUS_REG_SCALAR
+  const std::size_t whole = n - n % partial_sums;
+  auto square = [&](float v, std::size_t j) {
+    const double d = v > -inf() ? static_cast<double>(v) - center : 0.0;
+    sums[j] = std::fma(d, d, sums[j]);
+  };
+  for (std::size_t j = 0; j < partial_sums; ++j) sums[j] = 0.0;
+  for (std::size_t i = 0; i < whole; i += partial_sums)
+    for (std::size_t j = 0; j < partial_sums; ++j) square(to_float(x[i + j]), j);
+  for (std::size_t j = 0; whole + j < n; ++j) square(to_float(x[whole + j]), j);
+#else
+  constexpr std::size_t per = partial_sums / reg::dwidth;
+  reg::d acc[per];
+  for (std::size_t r = 0; r < per; ++r) acc[r] = reg::splat_d(0.0);
+  const reg::d c0 = reg::splat_d(center), ninf = reg::splat_d(-static_cast<double>(inf())),
+               zero = reg::splat_d(0.0);
+  for_each_pack(x, n, -inf(), [&](const fpack& v, std::size_t) NUCLEUS_LAMBDA_INLINE {
+    const lane_array a = to_lanes(v);
+    for (std::size_t g = 0; g < lanes; g += partial_sums)
+      for (std::size_t r = 0; r < per; ++r) {
+        const reg::d vd = reg::load_d(a.v + g + r * reg::dwidth);
+        const reg::d dd = reg::select_d(reg::gt_d(vd, ninf), reg::sub_d(vd, c0), zero);  // else fma adds +0
+        acc[r] = reg::fma_d(dd, dd, acc[r]);
+      }
+  });
+  for (std::size_t r = 0; r < per; ++r) reg::store_d(sums + r * reg::dwidth, acc[r]);
+#endif
 }
 
 // out[i] = (x[i] - max) - lse, NaN -> -inf: a log-softmax row, given its maximum and log-sum-exp.

@@ -7,6 +7,7 @@
 // - fma is one rounding (hardware FMA, or emulated exactly on SSE2; std::fma on scalar);
 // - max(a, b) is a > b ? a : b per lane (x86's own rule: a NaN in a yields b);
 // - cvtt truncates toward zero; kernels only pass it finite values below 2^31.
+// - d is a register of dwidth double lanes (IEEE add, sub and one-rounding fma, as std::fma);
 // - w is a register of 64-bit integer lanes; mac_u32(acc, a, b) adds the products of a's and b's
 //   32-bit lanes, taken as unsigned, into them (a lane pair's two products into one lane;
 //   pack.hpp's lane_sum adds the lanes). The sums are exact while they stay below 2^64: the caller
@@ -63,6 +64,18 @@ struct reg {
   NUCLEUS_INLINE static i cvtt(f a) { return _mm512_maskz_cvttps_epi32(all, a); }
   NUCLEUS_INLINE static f cvt(i a) { return _mm512_maskz_cvtepi32_ps(all, a); }
   NUCLEUS_INLINE static void store_i(std::int32_t* p, i v) { _mm512_storeu_si512(p, v); }
+  // Double lanes, for sums that must add in double (d: dwidth doubles; load_d widens dwidth floats).
+  using d = __m512d;
+  using md = __mmask8;
+  static constexpr std::size_t dwidth = 8;
+  NUCLEUS_INLINE static d load_d(const float* p) { return _mm512_maskz_cvtps_pd(0xFF, _mm256_loadu_ps(p)); }
+  NUCLEUS_INLINE static d splat_d(double x) { return _mm512_set1_pd(x); }
+  NUCLEUS_INLINE static d add_d(d a, d b) { return _mm512_add_pd(a, b); }
+  NUCLEUS_INLINE static d sub_d(d a, d b) { return _mm512_sub_pd(a, b); }
+  NUCLEUS_INLINE static d fma_d(d a, d b, d c) { return _mm512_fmadd_pd(a, b, c); }
+  NUCLEUS_INLINE static md gt_d(d a, d b) { return _mm512_cmp_pd_mask(a, b, _CMP_GT_OQ); }
+  NUCLEUS_INLINE static d select_d(md k, d a, d b) { return _mm512_mask_blend_pd(k, b, a); }
+  NUCLEUS_INLINE static void store_d(double* p, d v) { _mm512_storeu_pd(p, v); }
   // 64-bit lanes for exact integer sums (see the rules above: mac_u32).
   using w = __m512i;
   NUCLEUS_INLINE static w zero_w() { return _mm512_setzero_si512(); }
@@ -77,9 +90,11 @@ struct reg {
     const __m512i b = _mm512_sub_epi32(_mm512_castps_si512(k), _mm512_set1_epi32(0x4B400000 - 127));
     return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(all, b, 23));
   }
-  // Writes the lanes of v set in k, and their ids, at vals/ids; returns how many.
-  NUCLEUS_INLINE static std::size_t compress(m k, f v, const std::int32_t* ids, std::size_t first,
-                                             float* vals_out, std::int32_t* ids_out) {
+  // Writes the lanes of v whose bit is set in `bits`, and their ids (ids[first + lane], or first +
+  // lane without ids), at vals_out / ids_out as one full register each; returns how many.
+  NUCLEUS_INLINE static std::size_t compress(std::uint32_t bits, f v, const std::int32_t* ids,
+                                             std::size_t first, float* vals_out, std::int32_t* ids_out) {
+    const auto k = static_cast<__mmask16>(bits);
     const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     _mm512_storeu_ps(vals_out, _mm512_maskz_compress_ps(k, v));
     const __m512i id = ids ? _mm512_maskz_loadu_epi32(k, ids + first)
@@ -98,7 +113,7 @@ struct reg {
   using i = __m256i;
   using m = __m256;
   static constexpr std::size_t width = 8;
-  static constexpr bool has_compress = false;
+  static constexpr bool has_compress = true;
   NUCLEUS_INLINE static f load(const float* p) { return _mm256_loadu_ps(p); }
   NUCLEUS_INLINE static f load(const bf16* p) {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
@@ -133,6 +148,17 @@ struct reg {
   NUCLEUS_INLINE static void store_i(std::int32_t* p, i v) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v);
   }
+  using d = __m256d;
+  using md = __m256d;
+  static constexpr std::size_t dwidth = 4;
+  NUCLEUS_INLINE static d load_d(const float* p) { return _mm256_cvtps_pd(_mm_loadu_ps(p)); }
+  NUCLEUS_INLINE static d splat_d(double x) { return _mm256_set1_pd(x); }
+  NUCLEUS_INLINE static d add_d(d a, d b) { return _mm256_add_pd(a, b); }
+  NUCLEUS_INLINE static d sub_d(d a, d b) { return _mm256_sub_pd(a, b); }
+  NUCLEUS_INLINE static d fma_d(d a, d b, d c) { return _mm256_fmadd_pd(a, b, c); }
+  NUCLEUS_INLINE static md gt_d(d a, d b) { return _mm256_cmp_pd(a, b, _CMP_GT_OQ); }
+  NUCLEUS_INLINE static d select_d(md k, d a, d b) { return _mm256_blendv_pd(b, a, k); }
+  NUCLEUS_INLINE static void store_d(double* p, d v) { _mm256_storeu_pd(p, v); }
   using w = __m256i;
   NUCLEUS_INLINE static w zero_w() { return _mm256_setzero_si256(); }
   NUCLEUS_INLINE static w mac_u32(w acc, i a, i b) {
@@ -142,6 +168,40 @@ struct reg {
   NUCLEUS_INLINE static f exp2_int(f k) {
     const __m256i b = _mm256_sub_epi32(_mm256_castps_si256(k), _mm256_set1_epi32(0x4B400000 - 127));
     return _mm256_castsi256_ps(_mm256_slli_epi32(b, 23));
+  }
+  // As AVX-512's compress, by a permutation: for each 8-bit mask, the set lanes' numbers packed in
+  // 4-bit fields, lowest first.
+  struct compress_table {
+    std::uint32_t order[256];
+    constexpr compress_table() : order{} {
+      for (std::uint32_t k = 0; k < 256; ++k) {
+        std::uint32_t packed = 0, at = 0;
+        for (std::uint32_t lane = 0; lane < 8; ++lane)
+          if (k >> lane & 1u) packed |= lane << (4 * at++);
+        order[k] = packed;
+      }
+    }
+  };
+  NUCLEUS_INLINE static std::size_t compress(std::uint32_t bits, f v, const std::int32_t* ids,
+                                             std::size_t first, float* vals_out, std::int32_t* ids_out) {
+    static constexpr compress_table table{};
+    const std::uint32_t k = bits & 0xFFu;
+    const __m256i fields = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+    const __m256i perm = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(table.order[k])), fields), _mm256_set1_epi32(7));
+    _mm256_storeu_ps(vals_out, _mm256_permutevar8x32_ps(v, perm));
+    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256i id;
+    if (ids) {  // only the set lanes are read: the last pack's may lie past the end
+      const __m256i lane_bit = _mm256_sllv_epi32(_mm256_set1_epi32(1), iota);
+      const __m256i on =
+          _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(static_cast<int>(k)), lane_bit), lane_bit);
+      id = _mm256_maskload_epi32(ids + first, on);
+    } else {
+      id = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(first)), iota);
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(ids_out), _mm256_permutevar8x32_epi32(id, perm));
+    return static_cast<std::size_t>(std::popcount(k));
   }
 };
 
@@ -215,6 +275,27 @@ struct reg {
   NUCLEUS_INLINE static void store_i(std::int32_t* p, i v) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p), v);
   }
+  using d = __m128d;
+  using md = __m128d;
+  static constexpr std::size_t dwidth = 2;
+  NUCLEUS_INLINE static d load_d(const float* p) {
+    return _mm_cvtps_pd(_mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  }
+  NUCLEUS_INLINE static d splat_d(double x) { return _mm_set1_pd(x); }
+  NUCLEUS_INLINE static d add_d(d a, d b) { return _mm_add_pd(a, b); }
+  NUCLEUS_INLINE static d sub_d(d a, d b) { return _mm_sub_pd(a, b); }
+  NUCLEUS_INLINE static d fma_d(d a, d b, d c) {  // no FMA hardware: std::fma, exact, lane by lane
+    alignas(16) double x[2], y[2], z[2];
+    _mm_store_pd(x, a);
+    _mm_store_pd(y, b);
+    _mm_store_pd(z, c);
+    return _mm_setr_pd(std::fma(x[0], y[0], z[0]), std::fma(x[1], y[1], z[1]));
+  }
+  NUCLEUS_INLINE static md gt_d(d a, d b) { return _mm_cmpgt_pd(a, b); }
+  NUCLEUS_INLINE static d select_d(md k, d a, d b) {
+    return _mm_or_pd(_mm_and_pd(k, a), _mm_andnot_pd(k, b));
+  }
+  NUCLEUS_INLINE static void store_d(double* p, d v) { _mm_storeu_pd(p, v); }
   using w = __m128i;
   NUCLEUS_INLINE static w zero_w() { return _mm_setzero_si128(); }
   NUCLEUS_INLINE static w mac_u32(w acc, i a, i b) {
@@ -270,6 +351,17 @@ struct reg {
   NUCLEUS_INLINE static i cvtt(f a) { return vcvtq_s32_f32(a); }  // toward zero
   NUCLEUS_INLINE static f cvt(i a) { return vcvtq_f32_s32(a); }
   NUCLEUS_INLINE static void store_i(std::int32_t* p, i v) { vst1q_s32(p, v); }
+  using d = float64x2_t;
+  using md = uint64x2_t;
+  static constexpr std::size_t dwidth = 2;
+  NUCLEUS_INLINE static d load_d(const float* p) { return vcvt_f64_f32(vld1_f32(p)); }
+  NUCLEUS_INLINE static d splat_d(double x) { return vdupq_n_f64(x); }
+  NUCLEUS_INLINE static d add_d(d a, d b) { return vaddq_f64(a, b); }
+  NUCLEUS_INLINE static d sub_d(d a, d b) { return vsubq_f64(a, b); }
+  NUCLEUS_INLINE static d fma_d(d a, d b, d c) { return vfmaq_f64(c, a, b); }  // one rounding
+  NUCLEUS_INLINE static md gt_d(d a, d b) { return vcgtq_f64(a, b); }
+  NUCLEUS_INLINE static d select_d(md k, d a, d b) { return vbslq_f64(k, a, b); }
+  NUCLEUS_INLINE static void store_d(double* p, d v) { vst1q_f64(p, v); }
   // Lanes 0 and 2 add into the first 64-bit lane, 1 and 3 into the second (x86 pairs 0-1 and 2-3;
   // lane_sum adds every lane, so only the order of exact integer additions differs).
   using w = uint64x2_t;
@@ -317,6 +409,17 @@ struct reg {
   NUCLEUS_INLINE static i cvtt(f a) { return static_cast<std::int32_t>(a); }
   NUCLEUS_INLINE static f cvt(i a) { return static_cast<float>(a); }
   NUCLEUS_INLINE static void store_i(std::int32_t* p, i v) { *p = v; }
+  using d = double;
+  using md = bool;
+  static constexpr std::size_t dwidth = 1;
+  NUCLEUS_INLINE static d load_d(const float* p) { return static_cast<double>(*p); }
+  NUCLEUS_INLINE static d splat_d(double x) { return x; }
+  NUCLEUS_INLINE static d add_d(d a, d b) { return a + b; }
+  NUCLEUS_INLINE static d sub_d(d a, d b) { return a - b; }
+  NUCLEUS_INLINE static d fma_d(d a, d b, d c) { return std::fma(a, b, c); }
+  NUCLEUS_INLINE static md gt_d(d a, d b) { return a > b; }
+  NUCLEUS_INLINE static d select_d(md k, d a, d b) { return k ? a : b; }
+  NUCLEUS_INLINE static void store_d(double* p, d v) { *p = v; }
   using w = std::uint64_t;
   NUCLEUS_INLINE static w zero_w() { return 0; }
   NUCLEUS_INLINE static w mac_u32(w acc, i a, i b) {

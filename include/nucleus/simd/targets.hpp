@@ -37,6 +37,8 @@ inline constexpr std::size_t block_elems = 1024;  // weight sums are kept per bl
 inline constexpr std::size_t hist_bins = 2048;    // top-p's mass histogram
 // Compaction outputs need this many entries of room past the last one kept.
 inline constexpr std::size_t compact_slack = 16;
+// top-n-sigma's interleaved double sums: logit i adds into sum i % partial_sums.
+inline constexpr std::size_t partial_sums = 8;
 
 // Capacity of the candidate buffer top-k needs for a given k (the workspace's keys must hold it).
 constexpr std::size_t select_capacity(std::size_t k) noexcept {
@@ -74,6 +76,9 @@ struct kernel_table {
   void (*masked_widen)(const T*, std::size_t, const std::uint32_t*, float*) noexcept;
   void (*log_softmax_store)(const T*, std::size_t, float, float, float*) noexcept;
   moment_totals (*moment_sums)(const T*, std::size_t, float, float, float*) noexcept;
+  void (*mass_histogram)(const T*, std::size_t, float, float, float, wsum*) noexcept;
+  std::size_t (*candidate_sums)(const T*, std::size_t, double*) noexcept;
+  void (*candidate_squares)(const T*, std::size_t, double, double*) noexcept;
 };
 
 }  // namespace nucleus::detail
@@ -81,18 +86,18 @@ struct kernel_table {
 // NUCLEUS_TARGET_BODY(ns): the table of a target's kernels, compiled inside nucleus::detail::ns. It
 // is a function template, not a variable, so that NUCLEUS_EXTERN_KERNELS can keep its instantiation
 // (and with it every kernel of that target) out of a translation unit.
-#define NUCLEUS_TARGET_BODY(ns)                                                                  \
-  namespace nucleus::detail::ns {                                                                \
-  template <logit_type T>                                                                        \
-  const kernel_table<T>& table() noexcept {                                                      \
-    static constexpr kernel_table<T> t{&max_value<T>,   &argmax<T>,       &count_greater<T>,     \
-                                       &exp_sum<T>,     &exp_store<T>,    &pick<T>,              \
-                                       &compact_ge<T>,  &select_top_k<T>, &collect_ties<T>,      \
-                                       &collect_bin<T>, &masked_widen<T>, &log_softmax_store<T>, \
-                                       &moment_sums<T>};                                         \
-    return t;                                                                                    \
-  }                                                                                              \
-  NUCLEUS_KERNELS_EXTERN_DECLARATIONS                                                            \
+#define NUCLEUS_TARGET_BODY(ns)                                                           \
+  namespace nucleus::detail::ns {                                                         \
+  template <logit_type T>                                                                 \
+  const kernel_table<T>& table() noexcept {                                               \
+    static constexpr kernel_table<T> t{                                                   \
+        &max_value<T>,    &argmax<T>,         &count_greater<T>,  &exp_sum<T>,            \
+        &exp_store<T>,    &pick<T>,           &compact_ge<T>,     &select_top_k<T>,       \
+        &collect_ties<T>, &collect_bin<T>,    &masked_widen<T>,   &log_softmax_store<T>,  \
+        &moment_sums<T>,  &mass_histogram<T>, &candidate_sums<T>, &candidate_squares<T>}; \
+    return t;                                                                             \
+  }                                                                                       \
+  NUCLEUS_KERNELS_EXTERN_DECLARATIONS                                                     \
   }
 
 // Compile time: every translation unit that samples compiles each target's kernels for each element
@@ -237,6 +242,18 @@ void exp_store(const T* x, std::size_t n, float shift, float scale, float* out) 
 template <logit_type T>
 moment_totals moment_sums(const T* x, std::size_t n, float shift, float scale, float* out) noexcept {
   return kernels<T>().moment_sums(x, n, shift, scale, out);
+}
+template <logit_type T>
+void mass_histogram(const T* x, std::size_t n, float shift, float scale, float unit, wsum* mass) noexcept {
+  kernels<T>().mass_histogram(x, n, shift, scale, unit, mass);
+}
+template <logit_type T>
+std::size_t candidate_sums(const T* x, std::size_t n, double* sums) noexcept {
+  return kernels<T>().candidate_sums(x, n, sums);
+}
+template <logit_type T>
+void candidate_squares(const T* x, std::size_t n, double center, double* sums) noexcept {
+  kernels<T>().candidate_squares(x, n, center, sums);
 }
 template <logit_type T>
 std::int64_t pick(const T* x, std::size_t n, float shift, float scale, const std::uint64_t* blocks,

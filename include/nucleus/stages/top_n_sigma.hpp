@@ -23,37 +23,15 @@ struct top_n_sigma_stage : stage<top_n_sigma_stage> {
     if (!s.live() || s.size() == 1) return;
     // Two passes in double over eight interleaved partial sums (candidate i goes to sum i % 8, the
     // sums then add in a fixed order), with no contractible multiply-add: the same bits under any
-    // compiler flags, and eight independent chains instead of one.
-    constexpr std::size_t lanes = 8;
-    double sum[lanes] = {}, acc[lanes] = {};
-    std::size_t count = 0;
-    // A candidate is neither -inf nor NaN: one compare, false for both.
-    auto candidate = [](float v) { return v > -detail::inf(); };
-    // Each pass runs eight candidates at a time, candidate i + j into sum j: the sums stay in
-    // registers (one vector where the compiler vectorizes), and each adds in the order of i.
-    const std::size_t len = s.size(), whole = len - len % lanes;
-    auto add = [&](float v, std::size_t j) {
-      const bool c = candidate(v);
-      sum[j] += static_cast<double>(c ? v : 0.0f);
-      count += c;
-    };
-    s.visit([&](const auto* x) {
-      for (std::size_t i = 0; i < whole; i += lanes)
-        for (std::size_t j = 0; j < lanes; ++j) add(to_float(x[i + j]), j);
-      for (std::size_t j = 0; whole + j < len; ++j) add(to_float(x[whole + j]), j);
-    });
+    // compiler flags, and eight independent chains instead of one. The kernels (kernels/reduce.hpp)
+    // keep the partial sums in double registers.
+    double sum[detail::partial_sums], acc[detail::partial_sums];
+    const std::size_t count =
+        s.visit([&](const auto* x) { return detail::candidate_sums(x, s.size(), sum); });
     double total = 0.0;
     for (double p : sum) total += p;
     const double mean = total / static_cast<double>(count);
-    auto square = [&](float v, std::size_t j) {
-      const double d = static_cast<double>(candidate(v) ? v : 0.0f) - (candidate(v) ? mean : 0.0);
-      acc[j] = std::fma(d, d, acc[j]);
-    };
-    s.visit([&](const auto* x) {
-      for (std::size_t i = 0; i < whole; i += lanes)
-        for (std::size_t j = 0; j < lanes; ++j) square(to_float(x[i + j]), j);
-      for (std::size_t j = 0; whole + j < len; ++j) square(to_float(x[whole + j]), j);
-    });
+    s.visit([&](const auto* x) { detail::candidate_squares(x, s.size(), mean, acc); });
     double squares = 0.0;
     for (double p : acc) squares += p;
     const double sigma = std::sqrt(squares / static_cast<double>(count));

@@ -90,16 +90,10 @@ struct top_p_stage : stage<top_p_stage> {
     } else {
       // Histogram of mass over scaled-logit bins (bin 0 holds the most likely tokens), then only the
       // bin where the cumulative mass crosses p is sorted.
-      float* e = ws.probs.data();
-      detail::exp_store(v, n, m, inv, e);
       detail::wsum* mass = ws.hist_mass.data();
       std::fill(mass, mass + detail::hist_bins, detail::wsum{0});
-      constexpr float last_bin = static_cast<float>(detail::hist_bins - 1);
       const float neg_unit = -detail::top_p_bins_per_unit;
-      for (std::size_t i = 0; i < n; ++i) {
-        const float b = detail::scaled(v[i], m, inv) * neg_unit;
-        mass[b < last_bin ? static_cast<std::uint32_t>(b) : detail::hist_bins - 1] += detail::weight(e[i]);
-      }
+      detail::mass_histogram(v, n, m, inv, neg_unit, mass);
       detail::wsum before = 0;
       std::uint32_t edge = 0;
       for (; edge < detail::hist_bins; ++edge) {

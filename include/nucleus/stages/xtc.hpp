@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <stdexcept>
 
 #include "nucleus/core/chain.hpp"
@@ -34,18 +35,31 @@ struct xtc_stage : stage<xtc_stage> {
         s.visit([&](const auto* x) { return detail::exp_sum(x, s.size(), m, inv, nullptr); });
     // p_i >= threshold  <=>  w_i >= threshold * total, on the exact weights; w_i = floor(e_i 2^48), so
     // that is e_i 2^48 >= ceil(threshold * total): a compare of e_i (exact in double).
-    const double e_min = std::ceil(static_cast<double>(threshold) * static_cast<double>(total)) * detail::weight_ulp;
+    const double e_min =
+        std::ceil(static_cast<double>(threshold) * static_cast<double>(total)) * detail::weight_ulp;
     std::size_t above = 0;
     std::uint64_t last = ~std::uint64_t{0};  // the least likely token at or above the threshold
+    float low = detail::inf();               // the least logit at or above it, and how many hold it
+    std::size_t low_count = 0;
     detail::for_each_exp_at_least(s, e_min, [&](float v, std::size_t i) {
       ++above;
       const std::uint64_t k = detail::rank_key(v, s.id(i));
       last = k < last ? k : last;
+      low_count = v < low ? 1 : low_count + (v == low);
+      low = v < low ? v : low;
     });
     if (above < 2) return;
     if (min_keep > 1 && detail::candidate_count(s) - (above - 1) < min_keep) return;  // all or nothing
     const float lv = detail::key_value(last);
     const std::int32_t lid = detail::key_id(last);
+    if (low_count == 1) {
+      // No other token ties with the last one (equal logits weigh the same, so all of them were
+      // counted): keep the candidates with logit <= lv, two SIMD compactions (-lv >= -x is exact;
+      // the first drops -inf and NaN, which the second would keep).
+      s.keep_scaled_at_least(0.0f, 1.0f, -std::numeric_limits<float>::max());
+      s.keep_scaled_at_least(0.0f, -1.0f, -lv);
+      return;
+    }
     s.keep_if([&](float x, std::int32_t id) { return x < lv || (x == lv && id >= lid); });
   }
 };
