@@ -34,6 +34,7 @@ struct row_case {
   // The step's inputs (row_request): token histories and a bitmask (empty: none).
   std::vector<std::int32_t> prompt, output;
   std::vector<std::uint32_t> bitmask;
+  float mu = 0.0f;  // mirostat's mu before the draw (rows with mirostat)
 
   std::size_t vocab() const {
     return dtype == nc::logit_dtype::f32    ? f32.size()
@@ -121,7 +122,8 @@ inline std::vector<float> random_row(std::mt19937_64& rng, std::size_t v) {
 }
 
 // The stages that read the distribution's shape, each on in about half the rows of the orders
-// that have it: top-n-sigma, epsilon and eta cutoffs, xtc (its coin on or off), dynamic temperature.
+// that have it: top-n-sigma, epsilon and eta cutoffs, xtc (its coin on or off), dynamic temperature,
+// typical.
 inline void random_shape_knobs(std::mt19937_64& rng, nc::sampling_params& p, nc::engine_order order) {
   std::uniform_real_distribution<float> unit(0.0f, 1.0f);
   using nc::detail::slot;
@@ -137,6 +139,8 @@ inline void random_shape_knobs(std::mt19937_64& rng, nc::sampling_params& p, nc:
     p.dynatemp_range = pick(rng, {0.1f, 0.5f, 1.0f, 3.0f});
     p.dynatemp_exponent = pick(rng, {0.0f, 0.5f, 1.0f, 2.0f});
   }
+  if (has(slot::typical) && unit(rng) < 0.5f)
+    p.typical_p = pick(rng, {0.05f, 0.2f, 0.5f, 0.9f, 0.95f, 0.999f});
   // Half the time the shape stages act alone: top-k, top-p and min-p would often have cut the row to a
   // few tokens already.
   if (unit(rng) < 0.5f) {
@@ -157,6 +161,17 @@ inline nc::sampling_params random_params(std::mt19937_64& rng, nc::engine_order 
   if (order != nc::engine_order::vllm) p.min_keep = pick(rng, {1, 1, 1, 2, 7, 200});
   p.seed = rng();
   random_shape_knobs(rng, p, order);
+  // Mirostat, where the order has it, replaces the truncation stages: their knobs at the defaults.
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  if ((order == nc::engine_order::nucleus || order == nc::engine_order::llama_cpp) && unit(rng) < 0.2f) {
+    nc::sampling_params m;
+    m.temperature = p.temperature;
+    m.seed = p.seed;
+    m.mirostat = pick(rng, {1, 2});
+    m.mirostat_tau = pick(rng, {0.0f, 0.5f, 3.0f, 5.0f, 8.0f});
+    m.mirostat_eta = pick(rng, {0.0f, 0.1f, 0.1f, 1.0f});
+    return m;
+  }
   return p;
 }
 
@@ -206,6 +221,10 @@ inline void random_processors(std::mt19937_64& rng, row_case& c, const std::vect
     p.frequency_penalty = pick(rng, {0.0f, 0.25f, -0.1f, 2.0f});
   }
   if (c.order == nc::engine_order::llama_cpp) p.penalty_last_n = pick(rng, {64, -1, 0, 5});
+  if (p.mirostat != 0 && c.order == nc::engine_order::llama_cpp) {  // llama.cpp: no penalty with mirostat
+    p.repetition_penalty = 1.0f;
+    p.presence_penalty = p.frequency_penalty = 0.0f;
+  }
   const int np = pick(rng, {0, 3, 40, 300}), no = pick(rng, {0, 1, 10, 100});
   for (int i = 0; i < np; ++i) c.prompt.push_back(token());
   for (int i = 0; i < no; ++i) c.output.push_back(token());
@@ -239,6 +258,10 @@ inline row_case random_case(std::mt19937_64& rng, std::size_t v) {
     for (float y : x) c.h16.push_back(half_rtz(y));
   c.position = rng() % 100000;
   c.stream = pick(rng, {std::uint64_t{0}, std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{5}});
+  // mu from its start (2 tau) to far off either side: v2 keeping the maximum alone, or every token.
+  if (c.params.mirostat != 0)
+    c.mu = pick(
+        rng, {2.0f * c.params.mirostat_tau, 2.0f * c.params.mirostat_tau, 0.0f, 1.3f, 12.0f, 40.0f, -2.0f});
   return c;
 }
 
@@ -254,6 +277,7 @@ template <class Result>
 struct answer {
   Result r;
   std::vector<nc::token_logprob> top;
+  float mu = 0.0f;  // mirostat's mu after the draw
 };
 
 // nc::sampler's answer.
@@ -266,6 +290,8 @@ inline answer<nc::row_result> reference(const row_case& c, nc::workspace& ws) {
   rq.output = c.output;
   rq.bitmask = c.bitmask;
   answer<nc::row_result> a;
+  a.mu = c.mu;
+  if (c.params.mirostat != 0) rq.mirostat_mu = &a.mu;
   a.top.resize(c.top_room());
   a.r = with_row(c, [&](auto row) { return s.sample(row, ws, rq, std::span<nc::token_logprob>(a.top)); });
   a.top.resize(a.r.top_count);
@@ -281,6 +307,8 @@ inline std::size_t kept_count(const row_case& c, nc::workspace& ws) {
   rq.prompt = c.prompt;
   rq.output = c.output;
   rq.bitmask = c.bitmask;
+  float mu = c.mu;
+  if (c.params.mirostat != 0) rq.mirostat_mu = &mu;
   return with_row(c, [&](auto row) { return s.process(row, ws, rq).size(); });
 }
 
@@ -323,6 +351,8 @@ inline answer<nucleus::cuda::row_output> on_host_block(const row_case& c, nucleu
   io.top_logprobs = m.top_logprobs.data();
   io.top_capacity = static_cast<std::uint32_t>(c.top_room());
   answer<nucleus::cuda::row_output> a;
+  a.mu = c.mu;
+  if (c.params.mirostat != 0) io.mirostat_mu = &a.mu;
   a.r = with_row(c, [&](auto row) {
     return nucleus::cuda::sample_row(b, row.data(), static_cast<std::uint32_t>(row.size()), p, c.key(), io);
   });
@@ -342,7 +372,7 @@ inline bool same(const nc::row_result& r, const nucleus::cuda::row_output& g) {
 }
 template <class A, class B>
 bool same(const answer<A>& a, const answer<B>& b) {
-  if (!same(a.r, b.r) || a.top.size() != b.top.size()) return false;
+  if (!same(a.r, b.r) || a.top.size() != b.top.size() || !same_bits(a.mu, b.mu)) return false;
   for (std::size_t i = 0; i < a.top.size(); ++i)
     if (a.top[i].token != b.top[i].token || !same_bits(a.top[i].logprob, b.top[i].logprob)) return false;
   return true;
@@ -369,7 +399,9 @@ inline std::string describe(const row_case& c) {
          " sigma=" + std::to_string(p.top_n_sigma) + " eps=" + std::to_string(p.epsilon_cutoff) +
          " eta=" + std::to_string(p.eta_cutoff) + " xtc=" + std::to_string(p.xtc_probability) + "/" +
          std::to_string(p.xtc_threshold) + " dynatemp=" + std::to_string(p.dynatemp_range) + "/" +
-         std::to_string(p.dynatemp_exponent) + " seed=" + std::to_string(p.seed) +
+         std::to_string(p.dynatemp_exponent) + " typical=" + std::to_string(p.typical_p) +
+         " mirostat=" + std::to_string(p.mirostat) + "/" + std::to_string(p.mirostat_tau) + "/" +
+         std::to_string(p.mirostat_eta) + "/mu " + std::to_string(c.mu) + " seed=" + std::to_string(p.seed) +
          " position=" + std::to_string(c.position) + " stream=" + std::to_string(c.stream) +
          " logprobs=" + std::to_string(p.logprobs) +
          (p.logprobs_mode == nc::logprob_mode::raw ? "/raw" : "/processed") +

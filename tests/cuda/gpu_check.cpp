@@ -68,6 +68,7 @@ gpu_launch::batch_in batch_of(const std::vector<const row_case*>& cs, std::size_
     b.seeds.push_back(cs[r]->params.seed);
     b.positions.push_back(cs[r]->position);
     b.streams.push_back(cs[r]->stream);
+    b.mu.push_back(cs[r]->mu);
   }
   return b;
 }
@@ -114,6 +115,12 @@ void compare(const row_case& c, const gpu_cases::answer<nc::row_result>& ref, co
     exact = exact && gpu_cases::same_bits(ref.top[j].logprob, o.top_logprobs[at]);
     close = close && near(ref.top[j].logprob, o.top_logprobs[at]);
   }
+  if (c.params.mirostat != 0) {  // mu moves by eta times the drawn logprob's difference in bits
+    exact = exact && gpu_cases::same_bits(ref.mu, o.mu[i]);
+    close = close && (ulps(ref.mu, o.mu[i]) <= 1 ||
+                      std::fabs(static_cast<double>(ref.mu) - static_cast<double>(o.mu[i])) <=
+                          0x1p-18 * (1.0 + static_cast<double>(c.params.mirostat_eta)));
+  }
   if (r.status == nc::status::ok && c.params.logprobs >= 0) ++t.ranked;
   if (!ref.top.empty()) ++t.listed;
   if (exact) {
@@ -129,7 +136,8 @@ void compare(const row_case& c, const gpu_cases::answer<nc::row_result>& ref, co
 bool same_out(const gpu_launch::batch_out& a, std::size_t i, std::uint32_t an, const gpu_launch::batch_out& b,
               std::size_t j, std::uint32_t bn) {
   if (!(a.tokens[i] == b.tokens[j] && a.statuses[i] == b.statuses[j] && a.ranks[i] == b.ranks[j] &&
-        a.top_counts[i] == b.top_counts[j] && gpu_cases::same_bits(a.logprobs[i], b.logprobs[j])))
+        a.top_counts[i] == b.top_counts[j] && gpu_cases::same_bits(a.logprobs[i], b.logprobs[j]) &&
+        gpu_cases::same_bits(a.mu[i], b.mu[j])))
     return false;
   for (std::uint32_t k = 0; k < a.top_counts[i]; ++k)
     if (a.top_ids[i * an + k] != b.top_ids[j * bn + k] ||
@@ -331,11 +339,16 @@ int main(int argc, char** argv) {
     std::vector<gpu_launch::batch_out> outs;
     if (const std::string e = gpu_launch::run_graph(in, sets, outs); !e.empty()) fail("graph: " + e);
     tally g;
+    std::vector<float> mu;  // mirostat rows: each replay starts from the mu the one before left
+    for (const row_case* c : group) mu.push_back(c->mu);
     for (std::size_t k = 0; k < outs.size(); ++k)
       for (std::size_t i = 0; i < group.size(); ++i) {
         row_case c = *group[i];
         c.position = sets[k][i];
-        compare(c, gpu_cases::reference(c, ws), outs[k], i, in.top_n, g);
+        c.mu = mu[i];
+        const auto ref = gpu_cases::reference(c, ws);
+        compare(c, ref, outs[k], i, in.top_n, g);
+        mu[i] = ref.mu;
       }
     std::printf("graph replay: %d rows over %zu replays, all as the CPU unless listed\n", g.cases,
                 outs.size());

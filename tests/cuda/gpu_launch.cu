@@ -16,7 +16,7 @@ struct device_batch {
   std::uint8_t* statuses = nullptr;
   std::int32_t *ranks = nullptr, *top_ids = nullptr, *history = nullptr;
   std::uint32_t *top_counts = nullptr, *lists = nullptr, *masks = nullptr, *counts = nullptr;
-  float *top_logprobs = nullptr, *processed = nullptr;
+  float *top_logprobs = nullptr, *processed = nullptr, *mu = nullptr;
   nucleus::cuda::row_inputs* inputs = nullptr;
   std::size_t count_words = 0;
 
@@ -30,6 +30,7 @@ struct device_batch {
     cudaFree(counts);
     cudaFree(top_logprobs);
     cudaFree(processed);
+    cudaFree(mu);
     cudaFree(inputs);
     cudaFree(logits);
     cudaFree(params);
@@ -84,6 +85,7 @@ std::string prepare(const batch_in& in, device_batch& d, nucleus::cuda::batch_vi
     inputs[r].bitmask = s.mask_at < 0 ? nullptr : d.masks + s.mask_at;
   }
   GPU_TRY(upload(d.inputs, inputs.data(), inputs.size()));
+  GPU_TRY(upload(d.mu, in.mu.data(), in.mu.size()));
   if (in.processors) {
     d.count_words = static_cast<std::size_t>(in.rows) * in.vocab;
     GPU_TRY(cudaMalloc(reinterpret_cast<void**>(&d.processed), d.count_words * sizeof(float)));
@@ -111,6 +113,7 @@ std::string prepare(const batch_in& in, device_batch& d, nucleus::cuda::batch_vi
   v.inputs = d.inputs;
   v.processed = d.processed;
   v.counts = d.counts;
+  v.mirostat_mu = d.mu;
   return "";
 }
 
@@ -132,6 +135,8 @@ std::string download(const device_batch& d, std::uint32_t rows, std::uint32_t to
                      cudaMemcpyDeviceToHost));
   GPU_TRY(cudaMemcpy(out.top_logprobs.data(), d.top_logprobs, out.top_logprobs.size() * sizeof(float),
                      cudaMemcpyDeviceToHost));
+  out.mu.resize(rows);
+  GPU_TRY(cudaMemcpy(out.mu.data(), d.mu, rows * sizeof(float), cudaMemcpyDeviceToHost));
   out.counts_zero = true;
   if (d.counts) {  // the kernel must leave the penalties' counts as it found them: zero
     std::vector<std::uint32_t> counts(d.count_words);

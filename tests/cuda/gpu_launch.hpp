@@ -29,6 +29,7 @@ struct batch_in {
   std::vector<std::int32_t> tokens;
   std::vector<std::uint32_t> masks;
   std::uint32_t top_n = 0;  // top-n room per row
+  std::vector<float> mu;    // each row's mirostat mu before the launch (rows without mirostat: unused)
   bool processors = false;  // some row needs the processed and counts buffers
 };
 
@@ -41,6 +42,7 @@ struct batch_out {
   std::vector<std::int32_t> top_ids;  // rows x top_n
   std::vector<float> top_logprobs;
   bool counts_zero = true;  // the penalties' counts were all zero again after the launch
+  std::vector<float> mu;    // each row's mirostat mu after the launch
   double ms = 0;            // the kernel's time
 };
 
@@ -49,7 +51,8 @@ std::string device(std::string& name);
 // Uploads, samples, downloads; "" on success, else the CUDA error.
 std::string run(const batch_in& in, batch_out& out);
 // The same batch captured once in a CUDA graph, then replayed with each position set written to the
-// device array in turn (the graph's arguments never change): one output per replay.
+// device array in turn (the graph's arguments never change): one output per replay. mu is uploaded
+// once, so each replay's mirostat rows start from the mu the one before left.
 std::string run_graph(const batch_in& in, const std::vector<std::vector<std::uint64_t>>& positions,
                       std::vector<batch_out>& outs);
 

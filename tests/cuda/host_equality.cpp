@@ -19,13 +19,14 @@ struct tier {
   std::size_t vocab;
   int cases;
 };
-constexpr tier tiers[] = {{1, 2000}, {1000, 5000}, {32000, 700}, {151936, 100}, {248320, 60}};
+constexpr tier tiers[] = {{1, 2000}, {1000, 7000}, {32000, 700}, {151936, 100}, {248320, 60}};
 
 // The stages that read the distribution's shape, each with a way to turn it off.
 struct shape_knob {
   const char* name;
   bool (*on)(const nc::sampling_params&);
   void (*off)(nc::sampling_params&);
+  int floor_on = 1000;  // ok rows with it on, at least (mirostat rows are rarer: two orders)
 };
 const shape_knob shape_knobs[] = {
     {"top_n_sigma", [](const nc::sampling_params& p) { return p.top_n_sigma > 0.0f; },
@@ -38,9 +39,17 @@ const shape_knob shape_knobs[] = {
      [](nc::sampling_params& p) { p.xtc_probability = 0.0f; }},
     {"dynamic_temperature", [](const nc::sampling_params& p) { return p.dynatemp_range > 0.0f; },
      [](nc::sampling_params& p) { p.dynatemp_range = 0.0f; }},
+    {"typical", [](const nc::sampling_params& p) { return p.typical_p < 1.0f; },
+     [](nc::sampling_params& p) { p.typical_p = 1.0f; }},
+    // Off, a mirostat row (every other stage at its default) is the order's temperature and draw.
+    {"mirostat_1", [](const nc::sampling_params& p) { return p.mirostat == 1; },
+     [](nc::sampling_params& p) { p.mirostat = 0; }, 250},
+    {"mirostat_2", [](const nc::sampling_params& p) { return p.mirostat == 2; },
+     [](nc::sampling_params& p) { p.mirostat = 0; }, 250},
 };
 constexpr std::size_t n_shape = sizeof(shape_knobs) / sizeof(shape_knobs[0]);
 static_assert(nucleus::cuda::detail::fold_lanes == nc::detail::partial_sums);
+static_assert(nucleus::cuda::detail::mirostat_tokens == nc::mirostat_v1_tokens);
 
 }  // namespace
 
@@ -111,7 +120,7 @@ TEST_CASE("cuda row algorithm, host backend: nc::sampler's bits", "[cuda]") {
       total, bad, statuses[0], statuses[1], statuses[3], ranked, raw_lists, processed_lists, full_lists,
       processed_ok, penalized_ok);
   CHECK(bad == 0);
-  CHECK(total >= 7000);
+  CHECK(total >= 8000);
   CHECK(statuses[0] >= 5000);  // rows that drew a token, not only refusals
   CHECK(statuses[1] >= 500);   // and rows left without candidates (NaN rows, bitmasks)
   CHECK(statuses[3] >= 50);    // and ids past the row (invalid_input)
@@ -123,24 +132,16 @@ TEST_CASE("cuda row algorithm, host backend: nc::sampler's bits", "[cuda]") {
   CHECK(penalized_ok >= 1000);
   for (std::size_t k = 0; k < n_shape; ++k) {
     std::printf("  %s: %d ok rows, %d changed by it\n", shape_knobs[k].name, shape_on[k], shape_acted[k]);
-    CHECK(shape_on[k] >= 1000);
+    CHECK(shape_on[k] >= shape_knobs[k].floor_on);
     CHECK(shape_acted[k] >= 80);
   }
 }
 
 TEST_CASE("cuda row params: knobs the GPU lacks are refused by name", "[cuda]") {
-  nc::sampling_params p;
-  p.typical_p = 0.5f;
-  CHECK_THROWS_WITH(nucleus::cuda::make_row_params(p, nc::engine_order::nucleus),
-                    Catch::Contains("typical_p"));
   nc::sampling_params q;
   q.dry_multiplier = 0.8f;
   CHECK_THROWS_WITH(nucleus::cuda::make_row_params(q, nc::engine_order::llama_cpp),
                     Catch::Contains("dry_multiplier"));
-  nc::sampling_params miro;
-  miro.mirostat = 2;
-  CHECK_THROWS_WITH(nucleus::cuda::make_row_params(miro, nc::engine_order::nucleus),
-                    Catch::Contains("mirostat"));
   nc::sampling_params ngram;
   ngram.no_repeat_ngram_size = 3;
   CHECK_THROWS_WITH(nucleus::cuda::make_row_params(ngram, nc::engine_order::hf),
@@ -204,4 +205,37 @@ TEST_CASE("cuda row algorithm, host backend: top-n-sigma's threshold rounds up",
   std::printf("cuda host backend, top-n-sigma's round-up: %d rows at the boundary, %d differ\n", hits, bad);
   CHECK(bad == 0);
   CHECK(hits >= 100);
+}
+
+TEST_CASE("cuda row algorithm, host backend: mirostat's constants and mu", "[cuda]") {
+  // Mirostat 1's table is the host's std::log, as the CPU stage computes it at run time.
+  for (unsigned i = 0; i + 1 < nucleus::cuda::detail::mirostat_tokens; ++i) {
+    volatile double num = i + 2.0, den = i + 1.0;  // at run time, not folded by the compiler
+    CHECK(nucleus::cuda::detail::mirostat_log_ratio(i) == std::log(num / den));
+  }
+  // A mirostat row without its mu: invalid_input, as nc::sampler.
+  std::mt19937_64 rng(7);
+  gpu_cases::row_case c;
+  c.params.mirostat = 2;
+  c.f32 = gpu_cases::random_row(rng, 100);
+  nucleus::cuda::host_block block;
+  std::vector<std::uint32_t> lists;
+  const nucleus::cuda::row_params p = nucleus::cuda::make_row_params(c.params, c.order, lists);
+  CHECK(nucleus::cuda::sample_row(block, c.f32.data(), 100, p, c.key()).status == nc::status::invalid_input);
+  // mu moves on both sides alike (the main test compares its bits): count the rows where it moved.
+  nc::workspace ws;
+  gpu_cases::host_memory memory;
+  int moved = 0, rows = 0;
+  for (int i = 0; i < 8000 && rows < 400; ++i) {
+    const gpu_cases::row_case r = gpu_cases::random_case(rng, 1000);
+    if (r.params.mirostat == 0) continue;
+    ++rows;
+    const auto a = gpu_cases::reference(r, ws);
+    const auto g = gpu_cases::on_host_block(r, block, memory);
+    CHECK(gpu_cases::same(a, g));
+    if (!gpu_cases::same_bits(a.mu, r.mu)) ++moved;
+  }
+  std::printf("mirostat: %d rows, mu moved in %d, the same bits on both sides\n", rows, moved);
+  CHECK(rows >= 400);
+  CHECK(moved >= 150);
 }

@@ -35,6 +35,10 @@ inline constexpr std::string_view gpu_knobs[] = {"temperature",
                                                  "eta_cutoff",
                                                  "xtc_probability",
                                                  "xtc_threshold",
+                                                 "typical_p",
+                                                 "mirostat",
+                                                 "mirostat_tau",
+                                                 "mirostat_eta",
                                                  "dynatemp_range",
                                                  "dynatemp_exponent",
                                                  "repetition_penalty",
@@ -106,13 +110,22 @@ inline row_params make_row_params(const sampling_params& p, engine_order order,
       case nucleus::detail::slot::min_p:
         r.stages[n++] = gpu_stage::min_p;
         break;
+      case nucleus::detail::slot::typical:
+        r.stages[n++] = gpu_stage::typical;
+        break;
       default:
         break;  // a stage whose knobs are all off (checked above)
     }
   }
+  // mirostat replaces the order's stages (engine/sampler.hpp, sample): the temperature as given (no
+  // engine threshold), then its cut and draw.
+  if (p.mirostat != 0) {
+    for (gpu_stage& s : r.stages) s = gpu_stage::none;
+    r.stages[0] = gpu_stage::temperature;
+  }
   // As the sampler's temperature stage (engine/sampler.hpp, stage_at; stages/temperature.hpp): 1/T
   // times the row's 1, greedy at T = 0 or when 1/T overflows.
-  const float t = nucleus::detail::chain_temperature(order, p.temperature);
+  const float t = p.mirostat != 0 ? p.temperature : nucleus::detail::chain_temperature(order, p.temperature);
   r.greedy = t == 0.0f ? 1 : 0;
   if (t != 0.0f) {
     r.inv_temperature = 1.0f / t;
@@ -132,6 +145,10 @@ inline row_params make_row_params(const sampling_params& p, engine_order order,
   r.eta_cutoff = p.eta_cutoff;
   r.xtc_probability = p.xtc_probability;
   r.xtc_threshold = p.xtc_threshold;
+  r.typical_p = p.typical_p;
+  r.mirostat = static_cast<std::uint8_t>(p.mirostat);
+  r.mirostat_tau = p.mirostat_tau;
+  r.mirostat_eta = p.mirostat_eta;
   r.logprobs = static_cast<std::int8_t>(p.logprobs);
   r.raw_logprobs = p.logprobs_mode == logprob_mode::raw ? 1 : 0;
 

@@ -21,7 +21,8 @@ enum class gpu_stage : std::uint8_t {
   min_p,
   epsilon_cutoff,
   eta_cutoff,
-  xtc
+  xtc,
+  typical
 };
 
 inline constexpr int max_gpu_stages = 9;  // the longest order (engine/orders.hpp: max_slots)
@@ -53,6 +54,11 @@ struct row_params {
   float eta_cutoff = 0.0f;       // <= 0 off
   float xtc_probability = 0.0f;  // <= 0 off
   float xtc_threshold = 0.1f;    // > 0.5 off
+  float typical_p = 1.0f;        // >= 1 off (min_keep is its floor)
+  std::uint8_t mirostat = 0;     // 1 or 2: replaces the stages with temperature, then mirostat's cut
+                                 // and draw, which updates the row's mu (row_io::mirostat_mu); 0 off
+  float mirostat_tau = 5.0f;
+  float mirostat_eta = 0.1f;
 
   // The request processors (engine/processors.hpp), applied in its order to a float copy of the row.
   list_ref allowed;          // token ids; empty: every token allowed

@@ -22,10 +22,13 @@
 //                                       the i < n with i % fold_lanes == j (top-n-sigma's double sums,
 //                                       whose rounding depends on that order)
 //
-// The algorithm (docs/cuda.md). Every stage the GPU implements keeps an interval of the candidates
-// in rank order (logit descending, id ascending: rank_key): the truncations a prefix, xtc a suffix
-// of that (it removes the top choices). So the candidate set is always "valid logits whose rank key
-// is in [cut, top]", two integers per row, and nothing is compacted or sorted.
+// The algorithm (docs/cuda.md). Every stage the GPU implements but typical keeps an interval of the
+// candidates in rank order (logit descending, id ascending: rank_key): the truncations a prefix, xtc
+// a suffix of that (it removes the top choices). typical keeps a prefix of its own order (distance
+// from the entropy, then rank key): a band, tested as a predicate. So the candidate set is always
+// "valid logits whose rank key is in [cut, top], within typical's band once it ran", a few numbers
+// per row, and nothing is compacted or sorted. Mirostat replaces the stages with its own cut and
+// updates the row's mu after the draw.
 // A stage that needs the token at a rank position (top-k's k-th, top-p's crossing, min_keep's floor,
 // the draw in rank order) finds it by radix selection over the ordered value bits: three histogram
 // passes of 11, 11 and 10 bits, weighted by count or by the exact integer weights, then the tie
@@ -54,6 +57,7 @@
 #include "nucleus/simd/scalar.hpp"
 
 #if !defined(__CUDA_ARCH__)
+#include <bit>
 #include <cmath>
 #endif
 
@@ -79,6 +83,7 @@ struct row_io {
   std::int32_t* top_ids = nullptr;       // top_capacity entries: the top-n list (logprobs > 0)
   float* top_logprobs = nullptr;
   std::uint32_t top_capacity = 0;  // entries written at most (as nc::sampler's top span's size)
+  float* mirostat_mu = nullptr;    // the row's mu (mirostat rows): read, then updated by the draw
 };
 
 namespace detail {
@@ -95,6 +100,7 @@ inline constexpr unsigned max_bins = 2048;
 inline constexpr unsigned max_gather = 64;  // the top-n list's longest (sampling_params' max_logprobs)
 inline constexpr int digit_passes = 3;
 inline constexpr unsigned fold_lanes = 8;  // top-n-sigma's interleaved sums (simd/targets.hpp: partial_sums)
+inline constexpr unsigned mirostat_tokens = 100;  // mirostat 1's m (stages/mirostat.hpp: mirostat_v1_tokens)
 NUCLEUS_HD constexpr int digit_shift(int pass) noexcept {
   return pass == 0 ? 21 : pass == 1 ? 10 : 0;
 }
@@ -159,6 +165,82 @@ NUCLEUS_HD inline double add_product(double a, double b, double c) noexcept {
   return __dadd_rn(a, __dmul_rn(b, c));
 #else
   return a + b * c;
+#endif
+}
+NUCLEUS_HD inline double exp2_of(double z) noexcept {
+#if defined(__CUDA_ARCH__)
+  return ::exp2(z);
+#else
+  return std::exp2(z);
+#endif
+}
+// a - b * c with the product rounded first, as the CPU writes it.
+NUCLEUS_HD inline double sub_product(double a, double b, double c) noexcept {
+#if defined(__CUDA_ARCH__)
+  return __dsub_rn(a, __dmul_rn(b, c));
+#else
+  return a - b * c;
+#endif
+}
+// std::log(2.0), the CPU's divisor for a surprise in bits: on the device its correctly rounded value.
+NUCLEUS_HD inline double log_two() noexcept {
+#if defined(__CUDA_ARCH__)
+  return 0x1.62e42fefa39efp-1;
+#else
+  return std::log(2.0);
+#endif
+}
+// Mirostat 1's log((i + 2) / (i + 1)), i < mirostat_tokens - 1: glibc's values, which the CPU stage
+// computes (tests/cuda/host_equality.cpp checks them against the host's std::log).
+NUCLEUS_HD inline double mirostat_log_ratio(unsigned i) noexcept {
+  static constexpr double table[mirostat_tokens - 1] = {
+      0x1.62e42fefa39efp-1, 0x1.9f323ecbf984cp-2, 0x1.269621134db91p-2, 0x1.c8ff7c79a9a22p-3,
+      0x1.7565011e49675p-3, 0x1.3bb35a041d2abp-3, 0x1.1178e8227e47ap-3, 0x1.e27076e2af2e6p-4,
+      0x1.af8e8210a4161p-4, 0x1.8663f793c46ccp-4, 0x1.64660aa8ce621p-4, 0x1.47dadcbbdba7ep-4,
+      0x1.2f8bd74c5eaccp-4, 0x1.1a9844eb18eefp-4, 0x1.08598b59e3a06p-4, 0x1.f0a30c01162a6p-5,
+      0x1.d43de1c448327p-5, 0x1.baeb2e6486987p-5, 0x1.a431d5bcc193p-5,  0x1.8fb063ef2c7fp-5,
+      0x1.7d178b385c5abp-5, 0x1.6c261a4fb8a1bp-5, 0x1.5ca5fb01e4227p-5, 0x1.4e69ed6d80eb8p-5,
+      0x1.414bcc0a3665dp-5, 0x1.352b344da70d2p-5, 0x1.29ec7a4b164dp-5,  0x1.1f77d4decfeebp-5,
+      0x1.15b8b4f761f0ep-5, 0x1.0c9d3e1552fd7p-5, 0x1.0415d89e7444p-5,  0x1.f829b0e7833p-6,
+      0x1.e91c671aa9245p-6, 0x1.daee8ab72e7c4p-6, 0x1.cd8d38d161e4dp-6, 0x1.c0e7a0853dd67p-6,
+      0x1.b4eebc43cf575p-6, 0x1.a99516266171cp-6, 0x1.9ece955321b5p-6,  0x1.949052e1d202ep-6,
+      0x1.8ad074fc86f92p-6, 0x1.81860f3577212p-6, 0x1.78a9073b4192ap-6, 0x1.7031fd3bab078p-6,
+      0x1.681a3763c63afp-6, 0x1.605b90057255dp-6, 0x1.58f065fe55efdp-6, 0x1.51d38f0cf7155p-6,
+      0x1.4b004bce0abf8p-6, 0x1.44723d272a7f6p-6, 0x1.3e255aed424acp-6, 0x1.3815eb9c9b0fap-6,
+      0x1.32407cfeb307dp-6, 0x1.2ca1dd9f56cf6p-6, 0x1.273716f6d5cb5p-6, 0x1.21fd6832e0944p-6,
+      0x1.1cf2418abf476p-6, 0x1.1813400e32b5cp-6, 0x1.135e29e09128bp-6, 0x1.0ed0ead398183p-6,
+      0x1.0a6991570de03p-6, 0x1.06264bb3b303ep-6, 0x1.0205658935837p-6, 0x1.fc0a8b0fc03e4p-7,
+      0x1.f448d6bf461fep-7, 0x1.ecc2dbbdb0de9p-7, 0x1.e575f277a16c1p-7, 0x1.de5f9b09903cdp-7,
+      0x1.d77d7a64ccbfdp-7, 0x1.d0cd57b2b50a1p-7, 0x1.ca4d19f00ec09p-7, 0x1.c3fac5bb14e4bp-7,
+      0x1.bdd47b4f66cbdp-7, 0x1.b7d874ab87fe2p-7, 0x1.b20503dc16b87p-7, 0x1.ac5891694532dp-7,
+      0x1.a6d19ae37da79p-7, 0x1.a16eb18c693ccp-7, 0x1.9c2e7919da314p-7, 0x1.970fa69058c2bp-7,
+      0x1.9210ff334b469p-7, 0x1.8d315788e39c9p-7, 0x1.886f92702a52bp-7, 0x1.83caa047a6adcp-7,
+      0x1.7f417e2347947p-7, 0x1.7ad3351051731p-7, 0x1.767ed96631b4ep-7, 0x1.72438a2332d8bp-7,
+      0x1.6e207054233b8p-7, 0x1.6a14be8615c78p-7, 0x1.661fb04176ae5p-7, 0x1.6240898dbf7b5p-7,
+      0x1.5e76967d252e5p-7, 0x1.5ac12abfa9429p-7, 0x1.571fa13d02a3ap-7, 0x1.53915bb4dffdep-7,
+      0x1.5015c2650e30bp-7, 0x1.4cac43b5182f4p-7, 0x1.495453e6fd4dcp-7};
+  return table[i];
+}
+NUCLEUS_HD inline double abs_of(double z) noexcept {
+#if defined(__CUDA_ARCH__)
+  return ::fabs(z);
+#else
+  return std::fabs(z);
+#endif
+}
+// A double's bits: for z >= 0 they order as z does.
+NUCLEUS_HD inline std::uint64_t double_bits(double z) noexcept {
+#if defined(__CUDA_ARCH__)
+  return __builtin_bit_cast(std::uint64_t, z);
+#else
+  return std::bit_cast<std::uint64_t>(z);
+#endif
+}
+NUCLEUS_HD inline double double_from_bits(std::uint64_t b) noexcept {
+#if defined(__CUDA_ARCH__)
+  return __builtin_bit_cast(double, b);
+#else
+  return std::bit_cast<double>(b);
 #endif
 }
 NUCLEUS_HD inline float next_up(float f) noexcept {
@@ -252,14 +334,16 @@ class row_sampler {
   NUCLEUS_HD row_sampler(Block& b, row_ref<T> row) : b_(b), x_(row.x), v_(row.n), n_(row.n) {}
 
   NUCLEUS_HD row_output run(const row_params& p, draw_key key, const row_io& io) {
-    row_output o = stages_and_draw(p, key);
+    row_output o = stages_and_draw(p, key, io);
     if (o.status == nucleus::status::ok && p.logprobs >= 0 && !p.raw_logprobs) processed_logprobs(p, io, o);
     return o;
   }
 
  private:
-  NUCLEUS_HD row_output stages_and_draw(const row_params& p, draw_key key) {
+  NUCLEUS_HD row_output stages_and_draw(const row_params& p, draw_key key, const row_io& io) {
     if (v_ == 0) return fail_with(nucleus::status::empty_row);
+    // Read by every thread before the draw's reductions, after which the leader writes it.
+    const float mu = p.mirostat != 0 ? *io.mirostat_mu : 0.0f;
     for (int k = 0; k < max_gpu_stages; ++k) {
       if (!live() || greedy_) continue;  // as the chain: nothing to cut, or T = 0 already
       switch (p.stages[k]) {
@@ -290,11 +374,25 @@ class row_sampler {
         case gpu_stage::min_p:
           min_p(p);
           break;
+        case gpu_stage::typical:
+          typical(p);
+          break;
         case gpu_stage::none:
           break;
       }
     }
-    return greedy_ ? greedy_pick() : draw(key);
+    if (p.mirostat == 0) return greedy_ ? greedy_pick() : draw(key);
+    if (p.mirostat == 1) mirostat_v1(mu);
+    if (p.mirostat == 2) mirostat_v2(mu);
+    const row_output o = greedy_ ? greedy_pick() : draw(key);
+    // mu <- mu - eta (surprise - tau), the surprise -logprob in bits (stages/mirostat.hpp: mirostat_draw).
+    if (o.status == nucleus::status::ok && b_.leader()) {
+      const double surprise = -static_cast<double>(o.logprob) / log_two();
+      *io.mirostat_mu =
+          static_cast<float>(sub_product(static_cast<double>(mu), static_cast<double>(p.mirostat_eta),
+                                         surprise - static_cast<double>(p.mirostat_tau)));
+    }
+    return o;
   }
 
   // The token's place in the distribution the draw used, and its top-n (sampler.hpp,
@@ -348,7 +446,15 @@ class row_sampler {
       v = normalized_ && raw == 0.0f ? 0.0f : raw;  // top-k's list holds rank keys' values: +0
     }
     const std::uint64_t k = nucleus::detail::rank_key(v, static_cast<std::int32_t>(i));
-    return k >= cut_ && k <= top_;
+    if (!(k >= cut_ && k <= top_)) return false;
+    if (!typical_on_) return true;
+    const double d = typical_distance(v);  // typical's band: at or before its last kept (distance, key)
+    return d < typical_dist_ || (d == typical_dist_ && k >= typical_key_);
+  }
+  // stages/typical.hpp's ranking key, |y - E[y]| at the maximum, 1/T and mean the stage saw.
+  NUCLEUS_HD double typical_distance(float v) const noexcept {
+    return abs_of(static_cast<double>(nucleus::detail::scaled(v, typical_max_, typical_inv_)) -
+                  typical_mean_);
   }
   NUCLEUS_HD std::uint64_t weight_of(float v) const noexcept {
     using namespace nucleus::detail;
@@ -564,14 +670,15 @@ class row_sampler {
 
   NUCLEUS_HD void top_k(const row_params& p) {
     if (p.top_k <= 0) return;
-    const auto k = static_cast<std::uint32_t>(p.top_k);
+    top_k_of(static_cast<std::uint32_t>(p.top_k), p.keep_ties != 0);
+  }
+  NUCLEUS_HD void top_k_of(std::uint32_t k, bool keep_ties) {
     if (k >= n_) return;  // keeps all (the CPU's count: V while dense)
     const std::uint32_t count = dense_ ? count_alive() : n_;
     std::uint64_t cut = cut_;
     if (count >= k) {
       const std::uint64_t kth = rank_select(k - 1, false);
-      cut =
-          p.keep_ties ? std::uint64_t{nucleus::detail::ordered(nucleus::detail::key_value(kth))} << 32 : kth;
+      cut = keep_ties ? std::uint64_t{nucleus::detail::ordered(nucleus::detail::key_value(kth))} << 32 : kth;
       if (cut < cut_) cut = cut_;
     }
     sorted_ = true;
@@ -666,6 +773,128 @@ class row_sampler {
     has_max_ = false;  // the top choices went: the maximum is taken again
   }
 
+  // stages/typical.hpp: the candidates in the order (distance |y - E[y]| ascending, logit descending,
+  // id ascending), kept up to the one where the running mass reaches p, and at least the first
+  // min_keep. A prefix of that order, so the kept set is "(distance, rank key) at or before the last
+  // kept one's": a predicate in value_of, not a rank interval. The CPU leaves its list in its order
+  // (rank order stays rank order) and its maximum to be taken again.
+  NUCLEUS_HD void typical(const row_params& p) {
+    using namespace nucleus::detail;
+    if (p.typical_p >= 1.0f) return;
+    ensure_max();
+    if (!live() || n_ == 1) return;
+    if (dense_) keep_at_least(-0x1.fffffep127f);  // the CPU drops NaN and -inf first
+    if (p.min_keep > 1 && p.min_keep >= n_) return;
+    const moments_of_row mo = moments();
+    typical_max_ = max_;
+    typical_inv_ = inv_;
+    typical_mean_ = mo.mean_y;
+    typical_point last = typical_select(mass_bound(p.typical_p, mo.total) - 1, true);
+    if (p.min_keep > 1) {
+      const typical_point floor = typical_select(p.min_keep - 1, false);
+      if (floor.dist > last.dist || (floor.dist == last.dist && floor.key < last.key)) last = floor;
+    }
+    if (last.key == 0) return;  // unreachable: the bound is at most the total, min_keep below the count
+    typical_dist_ = last.dist;
+    typical_key_ = last.key;
+    typical_on_ = true;
+    n_ = count_alive();
+    has_max_ = false;  // the maximum may be gone: taken again
+  }
+
+  // The candidate at position `point` in typical's order, positions weighted by count or weight:
+  // radix selection over the distance's 64 bits (five passes of 11 bits, one of 9), then the one
+  // among that distance's candidates in rank order. {0, 0} when point is past the total.
+  struct typical_point {
+    double dist = 0.0;
+    std::uint64_t key = 0;
+  };
+  NUCLEUS_HD typical_point typical_select(wsum point, bool weighted) {
+    std::uint64_t prefix = 0;
+    wsum before = 0;
+    for (int pass = 0; pass < 6; ++pass) {
+      const int shift = pass < 5 ? 53 - 11 * pass : 0, width = pass < 5 ? 11 : 9;
+      const unsigned bins = 1u << width;
+      b_.histogram(v_, bins, [&](std::uint32_t i, std::uint32_t& bin, std::uint64_t& w) {
+        float v;
+        if (!value_of(i, v)) return false;
+        const std::uint64_t d = double_bits(typical_distance(v));
+        if (pass > 0 && (d >> (shift + width)) != prefix) return false;
+        bin = static_cast<std::uint32_t>(d >> shift) & (bins - 1);
+        w = weighted ? weight_of(v) : 1;
+        return true;
+      });
+      const found f = b_.scan_find(
+          bins, [&](std::uint32_t j) -> wsum { return b_.bin(j); }, point - before);
+      if (f.index < 0) return {};
+      prefix = (prefix << width) | static_cast<std::uint64_t>(f.index);
+      before += f.before;
+    }
+    typical_point r;
+    r.dist = double_from_bits(prefix);
+    r.key = select_rank(
+        b_, v_,
+        [&](std::uint32_t i, float& v) {
+          return value_of(i, v) && double_bits(typical_distance(v)) == prefix;
+        },
+        [&](float v) { return weight_of(v); }, weighted, point - before);
+    return r;
+  }
+
+  // stages/mirostat.hpp, v2: keep the tokens with -log2 p <= mu (w >= total 2^-mu), or the most likely
+  // alone when not even it qualifies.
+  NUCLEUS_HD void mirostat_v2(float mu) {
+    using namespace nucleus::detail;
+    ensure_max();
+    if (!live() || greedy_) return;
+    const double w_min = exp2_of(-static_cast<double>(mu)) * static_cast<double>(total_weight());
+    if (!(weight_of_one >= w_min)) {
+      top_k_of(1, false);
+      return;
+    }
+    weight_cut(1, w_min);
+  }
+
+  // stages/mirostat.hpp, v1: the Zipf exponent from the top m candidates (in rank order, m = 100:
+  // gathered 64 at a time), then the top k it asks for, V the row's length.
+  NUCLEUS_HD void mirostat_v1(float mu) {
+    using namespace nucleus::detail;
+    ensure_max();
+    if (!live() || greedy_ || n_ < 2) return;
+    const std::uint32_t take = n_ < mirostat_tokens ? n_ : mirostat_tokens;
+    double sum_tb = 0.0, sum_tt = 0.0, prev = 0.0;
+    std::uint32_t got = 0;
+    std::uint64_t below = ~std::uint64_t{0};  // the chunks so far took the keys above this
+    while (got < take) {
+      const std::uint32_t want = take - got < max_gather ? take - got : max_gather;
+      const std::uint32_t c = top_keys(
+          b_, v_,
+          [&](std::uint32_t i, float& v) {
+            return value_of(i, v) && rank_key(v, static_cast<std::int32_t>(i)) < below;
+          },
+          want);
+      for (std::uint32_t j = 0; j < c; ++j) {
+        const double y = static_cast<double>(scaled(key_value(b_.gathered(j)), max_, inv_));
+        if (got + j > 0) {  // log(p_i / p_(i+1)): the pair ending at position got + j
+          const double t = mirostat_log_ratio(got + j - 1);
+          sum_tb = fma_of(t, prev - y, sum_tb);
+          sum_tt = fma_of(t, t, sum_tt);
+        }
+        prev = y;
+      }
+      if (c < want) break;  // fewer candidates than m
+      below = b_.gathered(c - 1);
+      got += c;
+    }
+    const double s_hat = sum_tb / sum_tt;
+    const double e_hat = s_hat - 1.0;
+    const double k =
+        pow_of(e_hat * exp2_of(static_cast<double>(mu)) / (1.0 - pow_of(static_cast<double>(v_), -e_hat)),
+               1.0 / s_hat);
+    if (!(k < static_cast<double>(n_))) return;  // the whole row (also NaN): top-k keeps all
+    top_k_of(k >= 1.0 ? static_cast<std::uint32_t>(k) : 1u, false);
+  }
+
   // --- the terminals --------------------------------------------------------------------------
   NUCLEUS_HD static row_output fail_with(nucleus::status s) noexcept {
     row_output o;
@@ -744,7 +973,13 @@ class row_sampler {
   bool has_max_ = false;
   bool max_stale_ = false;  // a cut since the maximum was taken (only its zero sign can move)
   bool greedy_ = false;
+  bool typical_on_ = false;  // typical's band applies (value_of)
   nucleus::status status_ = nucleus::status::ok;
+  float typical_max_ = 0.0f;  // the maximum, 1/T and mean scaled logit typical ranked by
+  float typical_inv_ = 1.0f;
+  double typical_mean_ = 0.0;
+  double typical_dist_ = 0.0;  // its last kept candidate's distance and rank key
+  std::uint64_t typical_key_ = 0;
 };
 
 // --- logprobs of the row as given ---------------------------------------------------------------
@@ -919,6 +1154,10 @@ NUCLEUS_HD row_output sample_row(Block& b, const T* row, std::uint32_t vocab, co
   row_output o;
   if (vocab == 0) {
     o.status = nucleus::status::empty_row;
+    return o;
+  }
+  if (p.mirostat != 0 && io.mirostat_mu == nullptr) {  // as nc::sampler: mu is the request's
+    o.status = nucleus::status::invalid_input;
     return o;
   }
   if (p.lists || io.inputs.bitmask != nullptr) {

@@ -55,6 +55,10 @@ struct batch_view {
   float* processed = nullptr;            // rows x vocab floats: scratch for the processed rows
   std::uint32_t* counts = nullptr;       // rows x vocab, all zero (the kernel leaves them zero):
                                          // the penalties' per-token counts
+
+  // Mirostat (rows whose params have mirostat 1 or 2): each row's mu, read and updated in place by
+  // the draw, as nc::sampler updates row_request::mirostat_mu (start: 2 * tau). The caller's memory.
+  float* mirostat_mu = nullptr;
 };
 
 // Threads per row: 512 leaves each thread 128 registers for the 128-bit sums.
@@ -79,6 +83,7 @@ __global__ void __launch_bounds__(Threads) sample_rows(batch_view a) {
   io.top_ids = a.top_ids ? a.top_ids + static_cast<std::size_t>(r) * a.top_n : nullptr;
   io.top_logprobs = a.top_logprobs ? a.top_logprobs + static_cast<std::size_t>(r) * a.top_n : nullptr;
   io.top_capacity = a.top_n;
+  io.mirostat_mu = a.mirostat_mu ? a.mirostat_mu + r : nullptr;
   const row_output o = sample_row(block, row, a.vocab, p, key, io);
   if (threadIdx.x == 0) {
     a.tokens[r] = o.token;
