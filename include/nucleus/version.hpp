@@ -1,3 +1,4 @@
+// The library's version as macros: NUCLEUS_VERSION_MAJOR, _MINOR, _PATCH and NUCLEUS_VERSION.
 #pragma once
 
 #define NUCLEUS_VERSION_MAJOR 0

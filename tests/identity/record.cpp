@@ -3,6 +3,10 @@
 // byte for byte.
 //   nucleus_record OUT [N] [--isa NAME]  write N cases (default 12000) to OUT, on target NAME if given
 //   nucleus_record --compare A B         exit 1 and print the first differing case if A and B differ
+//   nucleus_record --compare-prefix A REF LINES
+//                                        A holds exactly LINES cases, and they are REF's first LINES
+//                                        byte for byte (case i depends on i alone: a shorter record
+//                                        under an emulator checks the same cases as far as it goes)
 // A target this build or CPU lacks is not replaced by another: the run exits 77 (skipped) and leaves
 // OUT.skipped saying why, so comparing OUT later skips too instead of failing on a missing file.
 #include <cstdio>
@@ -253,8 +257,9 @@ int record(const std::string& path, std::size_t n) {
 }
 
 // Equal files are not enough: a recorder that wrote nothing, or stopped early, in both would pass.
-// `lines` is the count both must hold (0: any).
-int compare(const std::string& a, const std::string& b, std::size_t lines) {
+// `lines` is the count both must hold (0: any). With `prefix`, a must hold exactly `lines` and b at
+// least as many, and a equals b's first `lines` lines byte for byte.
+int compare(const std::string& a, const std::string& b, std::size_t lines, bool prefix = false) {
   for (const std::string& p : {a, b}) {
     if (!std::filesystem::exists(p) && std::filesystem::exists(skip_marker(p))) {
       std::ifstream marker(skip_marker(p));
@@ -272,7 +277,8 @@ int compare(const std::string& a, const std::string& b, std::size_t lines) {
   std::string la, lb;
   std::size_t line = 0;
   for (;;) {
-    bool ga = static_cast<bool>(std::getline(fa, la)), gb = static_cast<bool>(std::getline(fb, lb));
+    bool ga = static_cast<bool>(std::getline(fa, la));
+    bool gb = prefix && line == lines ? false : static_cast<bool>(std::getline(fb, lb));
     ++line;
     if (!ga && !gb) break;
     if (ga != gb || la != lb) {
@@ -285,7 +291,7 @@ int compare(const std::string& a, const std::string& b, std::size_t lines) {
   fa.clear();
   fb.clear();
   fa.seekg(0, std::ios::end);
-  fb.seekg(0, std::ios::end);
+  if (!prefix) fb.seekg(0, std::ios::end);  // (with prefix: where b's first `lines` lines end)
   if (fa.tellg() != fb.tellg()) {
     std::cerr << "files differ in size\n";
     return 1;
@@ -294,12 +300,14 @@ int compare(const std::string& a, const std::string& b, std::size_t lines) {
     std::cerr << "both files hold " << line - 1 << " lines, not the " << lines << " cases recorded\n";
     return 1;
   }
-  std::cout << line - 1 << " lines identical\n";
+  std::cout << line - 1 << " lines identical" << (prefix ? " to the reference's first ones" : "") << "\n";
   return 0;
 }
 
 int usage(const char* self) {
-  std::cerr << "usage: " << self << " OUT [N] [--isa scalar|sse2|avx2|avx512|neon] | --compare A B [LINES]\n";
+  std::cerr << "usage: " << self
+            << " OUT [N] [--isa scalar|sse2|avx2|avx512|neon] | --compare A B [LINES] | --compare-prefix A "
+               "REF LINES\n";
   return 2;
 }
 
@@ -308,6 +316,11 @@ int usage(const char* self) {
 int main(int argc, char** argv) {
   if ((argc == 4 || argc == 5) && std::string(argv[1]) == "--compare")
     return compare(argv[2], argv[3], argc == 5 ? std::strtoul(argv[4], nullptr, 10) : 0);
+  if (argc == 5 && std::string(argv[1]) == "--compare-prefix") {
+    const std::size_t lines = std::strtoul(argv[4], nullptr, 10);
+    if (lines == 0) return usage(argv[0]);
+    return compare(argv[2], argv[3], lines, /*prefix=*/true);
+  }
   std::optional<std::string> out;
   std::optional<std::size_t> n;
   std::optional<nucleus::isa> target;

@@ -56,8 +56,6 @@ struct row_result {
 };
 
 namespace detail {
-struct sampler_access;  // nucleus/sharded: the chain and processors a sampler runs
-
 // The stage each slot of an engine order holds (engine/orders.hpp), made from a request's knobs.
 // min_keep goes to every truncation stage of the order (vLLM's validation leaves it at 1).
 template <slot S>
@@ -136,12 +134,18 @@ using engine_chain = decltype(engine_chain_of<O>(std::make_index_sequence<order_
 }  // namespace detail
 
 class sampler {
-  friend struct detail::sampler_access;
-
  public:
   // Throws std::invalid_argument naming the first bad field of p.
   explicit sampler(sampling_params p, engine_order order = engine_order::nucleus)
       : params_(std::move(p)), order_(order), chain_(make_chain(params_, order)), procs_(params_, order) {}
+
+  // The chain of stages this sampler runs (one engine order's, made from params()), and its
+  // processors: what a sampler over split rows (nucleus/sharded) runs on its parts.
+  using any_chain =
+      std::variant<detail::engine_chain<engine_order::nucleus>, detail::engine_chain<engine_order::vllm>,
+                   detail::engine_chain<engine_order::hf>, detail::engine_chain<engine_order::llama_cpp>>;
+  const any_chain& chain() const noexcept { return chain_; }
+  const detail::processors& processors() const noexcept { return procs_; }
 
   const sampling_params& params() const noexcept { return params_; }
   engine_order order() const noexcept { return order_; }
@@ -247,6 +251,46 @@ class sampler {
     return status::ok;
   }
 
+  // The logprobs of a drawn row in processed mode: r.token's rank in the distribution the draw used
+  // (s, after the draw), and its top-n. sample() ends with it; so does the sharded sampler.
+  static void processed_logprobs(row_state& s, row_result& r, workspace& ws, std::span<token_logprob> top) {
+    if (s.greedy()) {
+      r.rank = 1;
+      if (!top.empty()) {
+        top[0] = {r.token, 0.0f};
+        r.top_count = 1;
+      }
+      return;
+    }
+    const float m = s.max_logit();
+    const float inv = s.inv_temperature();
+    // The chosen token's own logit, found among the candidates.
+    float xt = m;
+    if (s.dense()) {
+      xt = s.value(static_cast<std::size_t>(r.token));
+    } else {
+      for (std::size_t i = 0; i < s.size(); ++i)
+        if (s.id(i) == r.token) {
+          xt = s.value(i);
+          break;
+        }
+    }
+    r.rank = static_cast<std::int32_t>(
+        s.visit([&](const auto* x) { return detail::count_greater(x, s.size(), xt); }) + 1);
+    if (top.empty()) return;
+    const double log_z = std::log(s.draw_sum());  // the draw's normalizer, not a second exp pass
+    const std::size_t k = std::min(top.size(), s.size());
+    std::uint64_t* keys = ws.keys.ensure(detail::select_capacity(k));
+    const std::size_t c =
+        s.visit([&](const auto* x) { return detail::select_top_k(x, s.ids_or_null(), s.size(), k, keys); });
+    // The draw's own formula (row_state::draw), so the chosen token's entry equals r.logprob.
+    for (std::size_t i = 0; i < c; ++i)
+      top[i] = {detail::key_id(keys[i]),
+                static_cast<float>(static_cast<double>(detail::scaled(detail::key_value(keys[i]), m, inv)) -
+                                   log_z)};
+    r.top_count = static_cast<std::uint32_t>(c);
+  }
+
  private:
   // Calls f with the row the stages read: the processors' float row when any processor acts on this
   // request, else the caller's row as it is (any dtype, no copy).
@@ -291,49 +335,6 @@ class sampler {
     r.logprob = norm(xt);
     r.rank = static_cast<std::int32_t>(detail::count_greater(x, v, xt) + 1);
   }
-
-  // The token's place in the distribution the draw used, and its top-n.
-  static void processed_logprobs(row_state& s, row_result& r, workspace& ws, std::span<token_logprob> top) {
-    if (s.greedy()) {
-      r.rank = 1;
-      if (!top.empty()) {
-        top[0] = {r.token, 0.0f};
-        r.top_count = 1;
-      }
-      return;
-    }
-    const float m = s.max_logit();
-    const float inv = s.inv_temperature();
-    // The chosen token's own logit, found among the candidates.
-    float xt = m;
-    if (s.dense()) {
-      xt = s.value(static_cast<std::size_t>(r.token));
-    } else {
-      for (std::size_t i = 0; i < s.size(); ++i)
-        if (s.id(i) == r.token) {
-          xt = s.value(i);
-          break;
-        }
-    }
-    r.rank = static_cast<std::int32_t>(
-        s.visit([&](const auto* x) { return detail::count_greater(x, s.size(), xt); }) + 1);
-    if (top.empty()) return;
-    const double log_z = std::log(s.draw_sum());  // the draw's normalizer, not a second exp pass
-    const std::size_t k = std::min(top.size(), s.size());
-    std::uint64_t* keys = ws.keys.ensure(detail::select_capacity(k));
-    const std::size_t c =
-        s.visit([&](const auto* x) { return detail::select_top_k(x, s.ids_or_null(), s.size(), k, keys); });
-    // The draw's own formula (row_state::draw), so the chosen token's entry equals r.logprob.
-    for (std::size_t i = 0; i < c; ++i)
-      top[i] = {detail::key_id(keys[i]),
-                static_cast<float>(static_cast<double>(detail::scaled(detail::key_value(keys[i]), m, inv)) -
-                                   log_z)};
-    r.top_count = static_cast<std::uint32_t>(c);
-  }
-
-  using any_chain =
-      std::variant<detail::engine_chain<engine_order::nucleus>, detail::engine_chain<engine_order::vllm>,
-                   detail::engine_chain<engine_order::hf>, detail::engine_chain<engine_order::llama_cpp>>;
 
   mirostat_v1_stage mirostat_v1(const row_request& rq) const noexcept {
     return {{}, params_.mirostat_tau, params_.mirostat_eta, mirostat_v1_tokens, rq.mirostat_mu};

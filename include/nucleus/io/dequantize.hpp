@@ -1,3 +1,4 @@
+// Decodes f16, bf16 and ggml's quantized blocks (Q4_0 to Q8_0, Q2_K to Q6_K) to f32, as gguf-py does.
 #pragma once
 
 #include <bit>
@@ -9,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include <nucleus/io/dtype.hpp>
-#include <nucleus/io/half.hpp>
-#include <nucleus/io/tensor.hpp>
+#include "nucleus/io/dtype.hpp"
+#include "nucleus/io/half.hpp"
+#include "nucleus/io/tensor.hpp"
 
 namespace nucleus::io {
 

@@ -1,3 +1,4 @@
+// Element types of weight tensors: names, ggml block layouts and GGUF type ids.
 #pragma once
 
 #include <cstdint>

@@ -1,3 +1,4 @@
+// format_error, thrown for a weight file that cannot be trusted; it names the file and the field.
 #pragma once
 
 #include <stdexcept>

@@ -1,3 +1,4 @@
+// Reads GGUF weight files (versions 2 and 3): memory-mapped, validated when opened.
 #pragma once
 
 #include <cstddef>
@@ -11,13 +12,13 @@
 #include <utility>
 #include <vector>
 
-#include <nucleus/io/detail/checked.hpp>
-#include <nucleus/io/detail/mapped_file.hpp>
-#include <nucleus/io/dtype.hpp>
-#include <nucleus/io/error.hpp>
-#include <nucleus/io/metadata.hpp>
-#include <nucleus/io/tensor.hpp>
-#include <nucleus/io/weight_source.hpp>
+#include "nucleus/io/detail/checked.hpp"
+#include "nucleus/io/detail/mapped_file.hpp"
+#include "nucleus/io/dtype.hpp"
+#include "nucleus/io/error.hpp"
+#include "nucleus/io/metadata.hpp"
+#include "nucleus/io/tensor.hpp"
+#include "nucleus/io/weight_source.hpp"
 
 namespace nucleus::io {
 

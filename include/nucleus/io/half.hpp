@@ -1,8 +1,9 @@
+// Converts the half-precision floats of weight files (binary16, bfloat16) to float.
 #pragma once
 
 #include <cstdint>
 
-#include <nucleus/core/logit_types.hpp>
+#include "nucleus/core/logit_types.hpp"
 
 namespace nucleus::io {
 

@@ -1,3 +1,4 @@
+// A weight source over tensors and metadata the caller supplies in memory.
 #pragma once
 
 #include <cstddef>
@@ -10,12 +11,12 @@
 #include <utility>
 #include <vector>
 
-#include <nucleus/io/detail/checked.hpp>
-#include <nucleus/io/dtype.hpp>
-#include <nucleus/io/error.hpp>
-#include <nucleus/io/metadata.hpp>
-#include <nucleus/io/tensor.hpp>
-#include <nucleus/io/weight_source.hpp>
+#include "nucleus/io/detail/checked.hpp"
+#include "nucleus/io/dtype.hpp"
+#include "nucleus/io/error.hpp"
+#include "nucleus/io/metadata.hpp"
+#include "nucleus/io/tensor.hpp"
+#include "nucleus/io/weight_source.hpp"
 
 namespace nucleus::io {
 

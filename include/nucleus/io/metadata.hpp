@@ -1,3 +1,4 @@
+// Metadata values (GGUF's kinds; JSON maps onto them) and typed look-ups by key on a source.
 #pragma once
 
 #include <concepts>
@@ -9,7 +10,7 @@
 #include <variant>
 #include <vector>
 
-#include <nucleus/io/error.hpp>
+#include "nucleus/io/error.hpp"
 
 namespace nucleus::io {
 

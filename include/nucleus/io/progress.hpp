@@ -1,3 +1,4 @@
+// A one-line progress bar for loading weights, drawn only on a terminal.
 #pragma once
 
 #include <cstdint>

@@ -1,3 +1,4 @@
+// Reads .safetensors weight files (F32, F16, BF16), with metadata from a JSON config.
 #pragma once
 
 #include <algorithm>
@@ -18,13 +19,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include <nucleus/io/detail/checked.hpp>
-#include <nucleus/io/detail/mapped_file.hpp>
-#include <nucleus/io/dtype.hpp>
-#include <nucleus/io/error.hpp>
-#include <nucleus/io/metadata.hpp>
-#include <nucleus/io/tensor.hpp>
-#include <nucleus/io/weight_source.hpp>
+#include "nucleus/io/detail/checked.hpp"
+#include "nucleus/io/detail/mapped_file.hpp"
+#include "nucleus/io/dtype.hpp"
+#include "nucleus/io/error.hpp"
+#include "nucleus/io/metadata.hpp"
+#include "nucleus/io/tensor.hpp"
+#include "nucleus/io/weight_source.hpp"
 
 namespace nucleus::io {
 

@@ -1,3 +1,4 @@
+// tensor_view: one tensor's name, shape, type and bytes as a weight source stores them.
 #pragma once
 
 #include <cstddef>
@@ -6,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include <nucleus/io/dtype.hpp>
+#include "nucleus/io/dtype.hpp"
 
 namespace nucleus::io {
 

@@ -1,3 +1,4 @@
+// The weight_source concept (where a model's weights come from) and require_tensor().
 #pragma once
 
 #include <concepts>
@@ -5,10 +6,10 @@
 #include <string_view>
 #include <vector>
 
-#include <nucleus/io/dequantize.hpp>
-#include <nucleus/io/error.hpp>
-#include <nucleus/io/metadata.hpp>
-#include <nucleus/io/tensor.hpp>
+#include "nucleus/io/dequantize.hpp"
+#include "nucleus/io/error.hpp"
+#include "nucleus/io/metadata.hpp"
+#include "nucleus/io/tensor.hpp"
 
 namespace nucleus::io {
 

@@ -1,3 +1,4 @@
+// Llama-family hyperparameters, read and validated from GGUF metadata or a Hugging Face config.json.
 #pragma once
 
 #include <cstdint>
@@ -5,8 +6,8 @@
 #include <string>
 #include <string_view>
 
-#include <nucleus/io/io.hpp>
-#include <nucleus/model/tensor_names.hpp>
+#include "nucleus/io/io.hpp"
+#include "nucleus/model/tensor_names.hpp"
 
 namespace nucleus::model {
 

@@ -1,7 +1,7 @@
-// DRY's sequence breakers from strings, as llama.cpp derives them from its vocabulary: every token
-// whose text contains the string breaks by itself; a token whose text ends in a proper prefix of the
-// string is the head of a breaker whose tail is the rest of the string, tokenized. The engine layer
-// takes the result as sampling_params::dry_sequence_breakers (token sequences, head first).
+// DRY's sequence breakers from strings, as llama.cpp derives them from its vocabulary.
+// Every token whose text contains the string breaks by itself; a token whose text ends in a proper
+// prefix of the string is the head of a breaker whose tail is the rest of the string, tokenized. The
+// engine layer takes the result as sampling_params::dry_sequence_breakers (token sequences, head first).
 #pragma once
 
 #include <cstddef>

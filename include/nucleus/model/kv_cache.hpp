@@ -1,3 +1,4 @@
+// The keys and values of every layer of a decoder for a fixed context, allocated once.
 #pragma once
 
 #include <cstdint>

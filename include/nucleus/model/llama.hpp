@@ -1,3 +1,4 @@
+// A reference Llama-family decoder (Llama, SmolLM, Qwen2, Qwen3) in f32 Eigen, loaded from any weight source.
 #pragma once
 
 #include <algorithm>
@@ -13,10 +14,10 @@
 
 #include <Eigen/Core>
 
-#include <nucleus/io/io.hpp>
-#include <nucleus/model/config.hpp>
-#include <nucleus/model/kv_cache.hpp>
-#include <nucleus/model/tensor_names.hpp>
+#include "nucleus/io/io.hpp"
+#include "nucleus/model/config.hpp"
+#include "nucleus/model/kv_cache.hpp"
+#include "nucleus/model/tensor_names.hpp"
 
 namespace nucleus::model {
 

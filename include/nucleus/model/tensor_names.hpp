@@ -1,3 +1,4 @@
+// Tensor names of a Llama-family decoder in GGUF and Hugging Face layouts.
 #pragma once
 
 #include <cstdint>

@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include <nucleus/model/tokenizer_unicode.hpp>
+#include "nucleus/model/tokenizer_unicode.hpp"
 
 namespace nucleus::model {
 

@@ -41,50 +41,53 @@ std::optional<chain_step> step_of(const S& st) {
     return std::optional<chain_step>(c);
   };
   if constexpr (std::is_same_v<S, temperature_stage>) {
-    if (st.t == 1.0f) return std::nullopt;  // 1/T = 1: nothing to scale
+    if (st.temperature == 1.0f) return std::nullopt;  // 1/T = 1: nothing to scale
     auto c = make(slot::temp, "temperature", [](sampling_params& p, const void* s) {
-      p.temperature = static_cast<const temperature_stage*>(s)->t;
+      p.temperature = static_cast<const temperature_stage*>(s)->temperature;
     });
     c->either_temperature = true;
     return c;
   } else if constexpr (std::is_same_v<S, dynamic_temperature_stage>) {
-    if (st.range <= 0.0f && st.t == 1.0f) return std::nullopt;
+    if (st.range <= 0.0f && st.temperature == 1.0f) return std::nullopt;
     auto c = make(slot::dyn, "dynamic_temperature", [](sampling_params& p, const void* s) {
       const auto* d = static_cast<const dynamic_temperature_stage*>(s);
-      p.temperature = d->t;
+      p.temperature = d->temperature;
       p.dynatemp_range = d->range;
       p.dynatemp_exponent = d->exponent;
     });
     c->either_temperature = st.range <= 0.0f;
     return c;
   } else if constexpr (std::is_same_v<S, top_k_stage>) {
-    if (st.k <= 0) return std::nullopt;
-    auto c = make(slot::top_k, "top_k",
-                  [](sampling_params& p, const void* s) { p.top_k = static_cast<const top_k_stage*>(s)->k; });
+    if (st.top_k <= 0) return std::nullopt;
+    auto c = make(slot::top_k, "top_k", [](sampling_params& p, const void* s) {
+      p.top_k = static_cast<const top_k_stage*>(s)->top_k;
+    });
     c->tie_rule = st.tie_rule;
     return c;
   } else if constexpr (std::is_same_v<S, top_p_stage>) {
-    if (st.p >= 1.0f) return std::nullopt;
-    return make(slot::top_p, "top_p",
-                [](sampling_params& p, const void* s) { p.top_p = static_cast<const top_p_stage*>(s)->p; });
+    if (st.top_p >= 1.0f) return std::nullopt;
+    return make(slot::top_p, "top_p", [](sampling_params& p, const void* s) {
+      p.top_p = static_cast<const top_p_stage*>(s)->top_p;
+    });
   } else if constexpr (std::is_same_v<S, min_p_stage>) {
-    if (st.m <= 0.0f) return std::nullopt;
-    return make(slot::min_p, "min_p",
-                [](sampling_params& p, const void* s) { p.min_p = static_cast<const min_p_stage*>(s)->m; });
+    if (st.min_p <= 0.0f) return std::nullopt;
+    return make(slot::min_p, "min_p", [](sampling_params& p, const void* s) {
+      p.min_p = static_cast<const min_p_stage*>(s)->min_p;
+    });
   } else if constexpr (std::is_same_v<S, typical_stage>) {
-    if (st.p >= 1.0f) return std::nullopt;
+    if (st.typical_p >= 1.0f) return std::nullopt;
     return make(slot::typical, "typical", [](sampling_params& p, const void* s) {
-      p.typical_p = static_cast<const typical_stage*>(s)->p;
+      p.typical_p = static_cast<const typical_stage*>(s)->typical_p;
     });
   } else if constexpr (std::is_same_v<S, top_n_sigma_stage>) {
-    if (st.n <= 0.0f) return std::nullopt;
+    if (st.n_sigma <= 0.0f) return std::nullopt;
     return make(slot::sigma, "top_n_sigma", [](sampling_params& p, const void* s) {
-      p.top_n_sigma = static_cast<const top_n_sigma_stage*>(s)->n;
+      p.top_n_sigma = static_cast<const top_n_sigma_stage*>(s)->n_sigma;
     });
   } else if constexpr (std::is_same_v<S, epsilon_cutoff_stage>) {
-    if (st.e <= 0.0f) return std::nullopt;
+    if (st.epsilon <= 0.0f) return std::nullopt;
     return make(slot::eps, "epsilon_cutoff", [](sampling_params& p, const void* s) {
-      p.epsilon_cutoff = static_cast<const epsilon_cutoff_stage*>(s)->e;
+      p.epsilon_cutoff = static_cast<const epsilon_cutoff_stage*>(s)->epsilon;
     });
   } else if constexpr (std::is_same_v<S, eta_cutoff_stage>) {
     if (st.eta <= 0.0f) return std::nullopt;
@@ -150,7 +153,9 @@ sampler sampler_for(const chain<S...>& c, std::uint64_t seed) {
               using T = std::remove_cvref_t<decltype(one)>;
               if constexpr (!stage_traits<T>::terminal) {
                 if constexpr (std::is_same_v<T, temperature_stage>) {
-                  if (one.t == 0.0f || !(1.0f / one.t <= std::numeric_limits<float>::max())) greedy = true;
+                  if (one.temperature == 0.0f ||
+                      !(1.0f / one.temperature <= std::numeric_limits<float>::max()))
+                    greedy = true;
                 }
                 if (auto step = detail::step_of(one)) {
                   if (step->min_keep != 1)

@@ -15,16 +15,16 @@ namespace nucleus {
 template <row_plan P = row_plan{}>
 sample_result draw(row_state& s, draw_key key, plan<P> = {}) noexcept {
   if (P.may_be_greedy && s.greedy()) return greedy_pick(s, plan<P>{});
-  const float m = s.max_logit();
+  const float mx = s.max_logit();
   if (!s.live()) return s.fail();
   const float inv = s.inv_temperature();
   workspace& ws = s.ws();
   const detail::wsum w =
-      s.visit([&](const auto* x) { return detail::exp_sum(x, s.size(), m, inv, ws.blocks.data()); });
+      s.visit([&](const auto* x) { return detail::exp_sum(x, s.size(), mx, inv, ws.blocks.data()); });
   s.set_draw_sum(detail::to_double(w));
   const detail::wsum point = detail::draw_point(key, w);
   const auto i = s.visit([&](const auto* x) {
-    return detail::pick(x, s.size(), m, inv, ws.blocks.data(), point, ws.block_scratch.data());
+    return detail::pick(x, s.size(), mx, inv, ws.blocks.data(), point, ws.block_scratch.data());
   });
   if (i < 0) {  // the total was 0: not reachable (the maximum weighs 2^48), kept as a guard
     s.set_status(status::no_candidates);

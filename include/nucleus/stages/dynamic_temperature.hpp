@@ -20,19 +20,19 @@ namespace nucleus {
 struct dynamic_temperature_stage : stage<dynamic_temperature_stage> {
   static constexpr stage_info info{.tempers = true};
 
-  float t;
-  float range;     // <= 0: a plain temperature t
-  float exponent;  // >= 0
+  float temperature;  // t, the centre of the range
+  float range;        // <= 0: a plain temperature t
+  float exponent;     // >= 0
 
   // The temperature this row gets (t itself when range <= 0 or the row has < 2 candidates).
   float temperature_for(row_state& s) const noexcept {
-    if (range <= 0.0f) return t;
+    if (range <= 0.0f) return temperature;
     s.max_logit();
     return temperature_for(s, detail::candidate_count(s));
   }
 
   void apply(row_state& s) const noexcept {
-    float dyn = t;
+    float dyn = temperature;
     if (range > 0.0f) {
       s.max_logit();
       if (!s.live()) return;
@@ -50,9 +50,9 @@ struct dynamic_temperature_stage : stage<dynamic_temperature_stage> {
  private:
   // ... given its n candidates (counted once).
   float temperature_for(row_state& s, std::size_t n) const noexcept {
-    if (n < 2) return t;
-    const double lo = std::max(0.0, static_cast<double>(t) - static_cast<double>(range));
-    const double hi = static_cast<double>(t) + static_cast<double>(range);
+    if (n < 2) return temperature;
+    const double lo = std::max(0.0, static_cast<double>(temperature) - static_cast<double>(range));
+    const double hi = static_cast<double>(temperature) + static_cast<double>(range);
     const double h = detail::moments(s).entropy() / std::log(static_cast<double>(n));
     return static_cast<float>(lo +
                               (hi - lo) * std::pow(std::clamp(h, 0.0, 1.0), static_cast<double>(exponent)));

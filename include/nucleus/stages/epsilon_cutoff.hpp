@@ -15,17 +15,17 @@ namespace nucleus {
 struct epsilon_cutoff_stage : stage<epsilon_cutoff_stage> {
   static constexpr stage_info info{};
 
-  float e;  // 0: disabled
+  float epsilon;  // 0: disabled
   std::size_t min_keep = 1;
 
   void apply(row_state& s) const {
-    if (e <= 0.0f) return;
-    const float m = s.max_logit();
+    if (epsilon <= 0.0f) return;
+    const float mx = s.max_logit();
     if (!s.live() || s.size() == 1) return;
     const float inv = s.inv_temperature();
     const detail::wsum total =
-        s.visit([&](const auto* x) { return detail::exp_sum(x, s.size(), m, inv, nullptr); });
-    const double w_min = static_cast<double>(e) * static_cast<double>(total);
+        s.visit([&](const auto* x) { return detail::exp_sum(x, s.size(), mx, inv, nullptr); });
+    const double w_min = static_cast<double>(epsilon) * static_cast<double>(total);
     if (min_keep > 1 && detail::weight_cut_floored(s, min_keep, w_min)) return;
     detail::keep_weight_at_least(s, w_min);
   }

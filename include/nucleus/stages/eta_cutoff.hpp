@@ -29,7 +29,8 @@ struct eta_cutoff_stage : stage<eta_cutoff_stage> {
     // p_i = w_i / total and exp(-H) = exp(E[y]) / Z with Z = total / 2^48, so
     // p_i >= sqrt(eta) exp(-H)  <=>  w_i >= sqrt(eta) exp(E[y]) 2^48.
     const double by_eta = static_cast<double>(eta) * detail::to_double(mo.total) * detail::weight_of_one;
-    const double by_entropy = std::sqrt(static_cast<double>(eta)) * std::exp(mo.mean_y) * detail::weight_of_one;
+    const double by_entropy =
+        std::sqrt(static_cast<double>(eta)) * std::exp(mo.mean_y) * detail::weight_of_one;
     const double w_min = std::min(by_eta, by_entropy);
     if (min_keep > 1 && detail::weight_cut_floored(s, min_keep, w_min)) return;
     detail::keep_weight_at_least(s, w_min);

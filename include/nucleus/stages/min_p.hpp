@@ -15,14 +15,14 @@ struct min_p_stage : stage<min_p_stage> {
   // p_i >= m * p_max  <=>  (x_i - x_max) / T >= ln m: a logit threshold, no exp and no sum.
   static constexpr stage_info info{};
 
-  float m;
+  float min_p;  // the fraction of the largest probability a token needs; 0: disabled
   std::size_t min_keep = 1;
 
   void apply(row_state& s) const {
-    if (m <= 0.0f) return;
+    if (min_p <= 0.0f) return;
     const float mx = s.max_logit();
     if (!s.live()) return;
-    const float inv = s.inv_temperature(), threshold = std::log(m);
+    const float inv = s.inv_temperature(), threshold = std::log(min_p);
     if (min_keep > 1) {
       // The survivors are a prefix in rank order: they reach min_keep iff the min_keep-th is one of them.
       const std::uint64_t floor_key = detail::min_keep_floor(s, min_keep);

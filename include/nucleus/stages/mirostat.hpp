@@ -59,11 +59,11 @@ struct mirostat_v2_stage : stage<mirostat_v2_stage> {
   // Keeps the tokens with -log2 p <= mu: w_i >= total * 2^-mu on the exact weights. If not even the
   // most likely token qualifies, it alone is kept (ties to the lowest id).
   void truncate(row_state& s) const noexcept {
-    const float m = s.max_logit();
+    const float mx = s.max_logit();
     if (!s.live() || s.greedy()) return;
     const float inv = s.inv_temperature();
     const detail::wsum total =
-        s.visit([&](const auto* x) { return detail::exp_sum(x, s.size(), m, inv, nullptr); });
+        s.visit([&](const auto* x) { return detail::exp_sum(x, s.size(), mx, inv, nullptr); });
     const double w_min = std::exp2(-static_cast<double>(*mu)) * static_cast<double>(total);
     if (!(detail::weight_of_one >= w_min)) {  // the maximum weighs 2^48
       top_k_stage{{}, 1, ties::exact}.apply(s);
@@ -82,14 +82,14 @@ struct mirostat_v1_stage : stage<mirostat_v1_stage> {
   static constexpr stage_info info{.terminal = true, .needs_key = true};
 
   float tau, eta;
-  int m;  // tokens the exponent is estimated from (llama.cpp: 100)
+  int tokens;  // m, the top tokens the exponent is estimated from (llama.cpp: 100)
   float* mu;
 
   // The top-k the estimate asks for (>= 1; the whole row when the estimate is not a number).
   std::size_t k_for(row_state& s, std::size_t vocab) const {
     const float mx = s.max_logit();
     const std::size_t n = s.size();
-    const std::size_t take = std::min(n, static_cast<std::size_t>(m));
+    const std::size_t take = std::min(n, static_cast<std::size_t>(tokens));
     std::uint64_t* keys = s.ws().keys.ensure(detail::select_capacity(take));
     const std::size_t got =
         s.visit([&](const auto* x) { return detail::select_top_k(x, s.ids_or_null(), n, take, keys); });

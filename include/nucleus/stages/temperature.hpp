@@ -12,13 +12,13 @@ struct temperature_stage : stage<temperature_stage> {
   // Never a pass of its own: 1/T rides along into the passes that need probabilities.
   static constexpr stage_info info{.tempers = true};
 
-  float t;
+  float temperature;  // T: 0 is greedy
 
   void apply(row_state& s) const noexcept {
-    if (t == 0.0f) {
+    if (temperature == 0.0f) {
       s.set_greedy();
     } else {
-      s.scale_inv_temperature(1.0f / t);  // greedy too when 1/t overflows
+      s.scale_inv_temperature(1.0f / temperature);  // greedy too when 1/T overflows
     }
   }
 };

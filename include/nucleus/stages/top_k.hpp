@@ -21,12 +21,12 @@ enum class ties : std::uint8_t { exact, keep };
 struct top_k_stage : stage<top_k_stage> {
   static constexpr stage_info info{.sorts = true};
 
-  int k;  // <= 0: disabled
+  int top_k;  // k, the tokens kept; <= 0: disabled
   ties tie_rule = ties::exact;
 
   void apply(row_state& s) const {
-    if (k <= 0) return;
-    const auto kk = static_cast<std::size_t>(k);
+    if (top_k <= 0) return;
+    const auto kk = static_cast<std::size_t>(top_k);
     if (kk >= s.size()) return;  // keeps all
     workspace& ws = s.ws();
     // Keeping ties may need room for every candidate (k selected plus the tied rest).

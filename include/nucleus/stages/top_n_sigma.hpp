@@ -15,10 +15,10 @@ namespace nucleus {
 struct top_n_sigma_stage : stage<top_n_sigma_stage> {
   static constexpr stage_info info{};
 
-  float n;  // <= 0: disabled
+  float n_sigma;  // how many standard deviations below the largest logit; <= 0: disabled
 
   void apply(row_state& s) const noexcept {
-    if (n <= 0.0f) return;
+    if (n_sigma <= 0.0f) return;
     const float mx = s.max_logit();
     if (!s.live() || s.size() == 1) return;
     // Two passes in double over eight interleaved partial sums (candidate i goes to sum i % 8, the
@@ -35,7 +35,7 @@ struct top_n_sigma_stage : stage<top_n_sigma_stage> {
     double squares = 0.0;
     for (double p : acc) squares += p;
     const double sigma = std::sqrt(squares / static_cast<double>(count));
-    const double t = static_cast<double>(mx) - static_cast<double>(n) * sigma;
+    const double t = static_cast<double>(mx) - static_cast<double>(n_sigma) * sigma;
     // The least float >= t: x >= t and x >= that float agree for every float x.
     float f = static_cast<float>(t);
     if (static_cast<double>(f) < t) f = std::nextafter(f, detail::inf());

@@ -21,6 +21,19 @@ namespace detail {
 inline constexpr std::size_t top_p_sort_limit = 4096;  // below this many survivors, sort them outright
 inline constexpr float top_p_bins_per_unit = 32.0f;    // histogram resolution in scaled-logit units
 
+// The histogram cut (top-p here and across shards, typical over distance bins): the first of
+// `bins` bins at which the running mass reaches `bound`, and the mass of the bins before it;
+// edge == bins when none does.
+struct bin_edge {
+  std::uint32_t edge = 0;
+  wsum before = 0;
+};
+inline bin_edge find_edge_bin(const wsum* mass, std::uint32_t bins, wsum bound) noexcept {
+  bin_edge e;
+  while (e.edge < bins && e.before + mass[e.edge] < bound) e.before += mass[e.edge++];
+  return e;
+}
+
 // Walks rank keys in order from mass `before`; returns the index of the last kept token (the one
 // whose weight takes the running mass to `bound` or past it).
 inline std::size_t walk_cut(const std::uint64_t* keys, std::size_t n, wsum before, wsum bound, float shift,
@@ -40,15 +53,15 @@ inline std::size_t walk_cut(const std::uint64_t* keys, std::size_t n, wsum befor
 struct top_p_stage : stage<top_p_stage> {
   static constexpr stage_info info{};
 
-  float p;
+  float top_p;  // p, the probability mass kept; >= 1: disabled
   std::size_t min_keep = 1;
 
   void apply(row_state& s) const { apply(s, plan<row_plan{}>{}); }
   // Before any stage that sorts (the chain's plan says so), there is no sorted prefix to walk.
   template <row_plan P>
   void apply(row_state& s, plan<P>) const {
-    if (p >= 1.0f) return;
-    const float m = s.max_logit();
+    if (top_p >= 1.0f) return;
+    const float mx = s.max_logit();
     if (!s.live() || s.size() == 1) return;
     // The rank key of the min_keep-th candidate: the cut never falls before it (0: keep everything).
     const std::uint64_t floor_key = min_keep > 1 ? detail::min_keep_floor(s, min_keep) : ~std::uint64_t{0};
@@ -56,8 +69,8 @@ struct top_p_stage : stage<top_p_stage> {
     const float inv = s.inv_temperature();
     workspace& ws = s.ws();
     const detail::wsum total =
-        s.visit([&](const auto* x) { return detail::exp_sum(x, s.size(), m, inv, nullptr); });
-    const detail::wsum bound = detail::mass_bound(p, total);  // keep while the mass before < p * total
+        s.visit([&](const auto* x) { return detail::exp_sum(x, s.size(), mx, inv, nullptr); });
+    const detail::wsum bound = detail::mass_bound(top_p, total);  // keep while the mass before < p * total
 
     if constexpr (P.may_be_sorted) {
       if (s.sorted()) {  // after top_k: walk the prefix, no sort, no histogram
@@ -73,10 +86,10 @@ struct top_p_stage : stage<top_p_stage> {
     // Tokens whose weight is below (1 - p) * z / (2 n) cannot be reached: all of them together hold
     // less than the (1 - p) share the cut leaves out. One compaction drops them.
     const double z = detail::to_double(total);
-    const double floor_w = (1.0 - static_cast<double>(p)) * z / (2.0 * static_cast<double>(s.size()));
+    const double floor_w = (1.0 - static_cast<double>(top_p)) * z / (2.0 * static_cast<double>(s.size()));
     float reachable = static_cast<float>(std::log(floor_w));
-    if (min_keep > 1) reachable = std::min(reachable, detail::scaled(detail::key_value(floor_key), m, inv));
-    s.keep_scaled_at_least(m, inv, reachable);
+    if (min_keep > 1) reachable = std::min(reachable, detail::scaled(detail::key_value(floor_key), mx, inv));
+    s.keep_scaled_at_least(mx, inv, reachable);
 
     const std::size_t n = s.size();
     const float* v = s.logits();
@@ -85,7 +98,7 @@ struct top_p_stage : stage<top_p_stage> {
     if (n <= detail::top_p_sort_limit) {
       for (std::size_t i = 0; i < n; ++i) keys[i] = detail::rank_key(v[i], s.id(i));
       std::sort(keys, keys + n, std::greater<>{});
-      cut = detail::walk_cut(keys, n, 0, bound, m, inv);
+      cut = detail::walk_cut(keys, n, 0, bound, mx, inv);
       listed = n;
     } else {
       // Histogram of mass over scaled-logit bins (bin 0 holds the most likely tokens), then only the
@@ -93,21 +106,16 @@ struct top_p_stage : stage<top_p_stage> {
       detail::wsum* mass = ws.hist_mass.data();
       std::fill(mass, mass + detail::hist_bins, detail::wsum{0});
       const float neg_unit = -detail::top_p_bins_per_unit;
-      detail::mass_histogram(v, n, m, inv, neg_unit, mass);
-      detail::wsum before = 0;
-      std::uint32_t edge = 0;
-      for (; edge < detail::hist_bins; ++edge) {
-        if (!(before + mass[edge] < bound)) break;
-        before += mass[edge];
-      }
+      detail::mass_histogram(v, n, mx, inv, neg_unit, mass);
+      const auto [edge, before] = detail::find_edge_bin(mass, detail::hist_bins, bound);
       if (edge == detail::hist_bins) return;  // unreachable (the bins hold the total): a guard
       // The edge bin's members, found with SIMD compares on the same float bin value as above:
       // bin == edge <=> edge <= b < edge + 1 (the last bin takes everything beyond).
       const float hi = edge + 1 < detail::hist_bins ? static_cast<float>(edge + 1) : detail::inf();
       const std::size_t members =
-          detail::collect_bin(v, s.ids_or_null(), n, m, inv, neg_unit, static_cast<float>(edge), hi, keys);
+          detail::collect_bin(v, s.ids_or_null(), n, mx, inv, neg_unit, static_cast<float>(edge), hi, keys);
       std::sort(keys, keys + members, std::greater<>{});
-      cut = detail::walk_cut(keys, members, before, bound, m, inv);
+      cut = detail::walk_cut(keys, members, before, bound, mx, inv);
       listed = members;  // equal values share a bin, so the edge bin holds all of the cut's ties
     }
     if (keys[cut] > floor_key) {  // min_keep reaches past the cut

@@ -30,25 +30,25 @@ inline constexpr double typical_bins_per_unit = 32.0;  // histogram resolution i
 struct typical_stage : stage<typical_stage> {
   static constexpr stage_info info{};
 
-  float p;  // >= 1: disabled
+  float typical_p;  // p, the probability mass kept; >= 1: disabled
   std::size_t min_keep = 1;
 
   void apply(row_state& s) const {
-    if (p >= 1.0f) return;
-    const float m = s.max_logit();
+    if (typical_p >= 1.0f) return;
+    const float mx = s.max_logit();
     if (!s.live() || s.size() == 1) return;
     if (s.dense()) s.keep_scaled_at_least(0.0f, 1.0f, -std::numeric_limits<float>::max());
     if (min_keep > 1 && min_keep >= s.size()) return;  // (s.size() now counts candidates only)
     const float inv = s.inv_temperature();
     const detail::row_moments mo = detail::moments(s);  // leaves exp(y) in ws.probs
-    const detail::wsum bound = detail::mass_bound(p, mo.total);
+    const detail::wsum bound = detail::mass_bound(typical_p, mo.total);
     const std::size_t n = s.size();
     const float* v = s.logits();
     workspace& ws = s.ws();
 
     // The ranking key, computed the same way wherever it is needed.
     auto dist = [&](std::size_t i) {
-      return std::fabs(static_cast<double>(detail::scaled(v[i], m, inv)) - mo.mean_y);
+      return std::fabs(static_cast<double>(detail::scaled(v[i], mx, inv)) - mo.mean_y);
     };
     constexpr std::uint32_t last = detail::hist_bins - 1;
     auto bin = [&](std::size_t i) {
@@ -75,9 +75,8 @@ struct typical_stage : stage<typical_stage> {
       for (std::uint32_t b = 0; b < detail::hist_bins; ++b) mass[b] += part[b];
     }
     auto bin_of = [&](std::size_t i) { return std::bit_cast<std::uint32_t>(slot[i]); };
-    detail::wsum before = 0;
-    std::uint32_t edge = 0;
-    while (edge < last && before + mass[edge] < bound) before += mass[edge++];
+    // (the search stops at the last bin, which takes every distance beyond)
+    auto [edge, before] = detail::find_edge_bin(mass, last, bound);
     // min_keep: the first min_keep in the same order end in bin `reach`, needing `reach_take` of it.
     std::size_t reach_take = 0;
     if (min_keep > 1) {
@@ -109,7 +108,7 @@ struct typical_stage : stage<typical_stage> {
     });
     std::size_t take = 0;
     while (take < members && before < bound)
-      before += detail::weight(detail::exp_scalar(detail::scaled(v[order[take++]], m, inv)));
+      before += detail::weight(detail::exp_scalar(detail::scaled(v[order[take++]], mx, inv)));
     take = std::max(take, reach_take);
     std::sort(order, order + take);  // the kept edge members, in position order
     // Kept: every bin below the edge, and the first `take` of the edge bin. In place, in the

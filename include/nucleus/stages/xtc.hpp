@@ -27,12 +27,12 @@ struct xtc_stage : stage<xtc_stage> {
 
   void apply(row_state& s, draw_key key) const noexcept {
     if (probability <= 0.0f || threshold > 0.5f) return;
-    const float m = s.max_logit();
+    const float mx = s.max_logit();
     if (!s.live() || s.size() < 2) return;
     if (!(detail::uniform(key, detail::key_stream::xtc) < static_cast<double>(probability))) return;
     const float inv = s.inv_temperature();
     const detail::wsum total =
-        s.visit([&](const auto* x) { return detail::exp_sum(x, s.size(), m, inv, nullptr); });
+        s.visit([&](const auto* x) { return detail::exp_sum(x, s.size(), mx, inv, nullptr); });
     // p_i >= threshold  <=>  w_i >= threshold * total, on the exact weights; w_i = floor(e_i 2^48), so
     // that is e_i 2^48 >= ceil(threshold * total): a compare of e_i (exact in double).
     const double e_min =

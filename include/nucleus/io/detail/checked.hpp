@@ -1,3 +1,4 @@
+// Overflow-checked arithmetic for sizes read from untrusted weight files.
 #pragma once
 
 #include <cstdint>

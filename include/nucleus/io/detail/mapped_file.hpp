@@ -1,3 +1,4 @@
+// A read-only, move-only memory mapping of a whole weight file.
 #pragma once
 
 #include <cerrno>
