@@ -22,8 +22,9 @@ namespace nucleus {
 namespace detail {
 
 // All shards of a row wait here between rounds. Every participant runs on its own thread (the
-// split sampler uses it only when the executor has a slot per shard), so spinning is safe; after a
-// while it yields, for machines with fewer free cores than shards.
+// split sampler uses it only when the executor has a slot per shard): a waiter spins briefly, since
+// a round's partners arrive within microseconds on free cores, then blocks on the phase (a futex
+// through std::atomic::wait), so a machine with fewer free cores than shards is not burnt spinning.
 class spin_barrier {
  public:
   spin_barrier() = default;
@@ -36,7 +37,7 @@ class spin_barrier {
     arrived_.store(0, std::memory_order_relaxed);
     aborted_.store(false, std::memory_order_relaxed);
   }
-  // Pauses before a waiter starts yielding its core: a round's partners arrive within microseconds.
+  // Pauses before a waiter blocks: a round's partners on free cores arrive within this.
   static constexpr int spin_limit = 4000;
 
   // Returns false when a party gave up (abort()): the round will not complete.
@@ -44,7 +45,7 @@ class spin_barrier {
     const std::uint64_t phase = phase_.load(std::memory_order_acquire);
     if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == parties_) {
       arrived_.store(0, std::memory_order_relaxed);
-      phase_.fetch_add(1, std::memory_order_release);
+      advance();
       return !aborted_.load(std::memory_order_acquire);
     }
     for (int i = 0; phase_.load(std::memory_order_acquire) == phase; ++i) {
@@ -52,15 +53,23 @@ class spin_barrier {
       if (i < spin_limit) {
         detail::cpu_relax();
       } else {
-        std::this_thread::yield();
+        phase_.wait(phase, std::memory_order_acquire);  // until advance() or abort() moves it
       }
     }
     return !aborted_.load(std::memory_order_acquire);
   }
-  // A party that failed: every waiter returns false from now on, so none is left spinning.
-  void abort() noexcept { aborted_.store(true, std::memory_order_release); }
+  // A party that failed: every waiter returns false from now on, so none is left waiting.
+  void abort() noexcept {
+    aborted_.store(true, std::memory_order_release);
+    advance();  // wakes the blocked ones, which then read aborted_
+  }
 
  private:
+  void advance() noexcept {
+    phase_.fetch_add(1, std::memory_order_acq_rel);
+    phase_.notify_all();
+  }
+
   std::size_t parties_ = 1;
   std::atomic<std::size_t> arrived_{0};
   std::atomic<std::uint64_t> phase_{0};

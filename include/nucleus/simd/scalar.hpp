@@ -148,6 +148,19 @@ NUCLEUS_HD inline wsum mass_bound(float p, wsum total) noexcept {
   return (prod >> shift) + ((prod & ((wsum{1} << shift) - 1)) != 0 ? 1 : 0);
 }
 
+// The histogram cut (top-p here and across shards, typical over distance bins): the first of
+// `bins` bins at which the running mass reaches `bound`, and the mass of the bins before it;
+// edge == bins when none does.
+struct bin_edge {
+  std::uint32_t edge = 0;
+  wsum before = 0;
+};
+NUCLEUS_HD inline bin_edge find_edge_bin(const wsum* mass, std::uint32_t bins, wsum bound) noexcept {
+  bin_edge e;
+  while (e.edge < bins && e.before + mass[e.edge] < bound) e.before += mass[e.edge++];
+  return e;
+}
+
 // --- rank keys ----------------------------------------------------------------------------------
 // Order-preserving integer image of a float: a < b  <=>  ordered(a) < ordered(b) (for non-NaN).
 // -0 and +0 compare equal, so they share one image (ties between them go by id, like any tie).

@@ -21,19 +21,6 @@ namespace detail {
 inline constexpr std::size_t top_p_sort_limit = 4096;  // below this many survivors, sort them outright
 inline constexpr float top_p_bins_per_unit = 32.0f;    // histogram resolution in scaled-logit units
 
-// The histogram cut (top-p here and across shards, typical over distance bins): the first of
-// `bins` bins at which the running mass reaches `bound`, and the mass of the bins before it;
-// edge == bins when none does.
-struct bin_edge {
-  std::uint32_t edge = 0;
-  wsum before = 0;
-};
-inline bin_edge find_edge_bin(const wsum* mass, std::uint32_t bins, wsum bound) noexcept {
-  bin_edge e;
-  while (e.edge < bins && e.before + mass[e.edge] < bound) e.before += mass[e.edge++];
-  return e;
-}
-
 // Walks rank keys in order from mass `before`; returns the index of the last kept token (the one
 // whose weight takes the running mass to `bound` or past it).
 inline std::size_t walk_cut(const std::uint64_t* keys, std::size_t n, wsum before, wsum bound, float shift,
