@@ -306,7 +306,11 @@ def run(path, body):
 
 
 specs = [spec(i) for i in range(16 if THREADS else 32)]
-alone = [run(p, b) for p, b in specs]
+# Under the sanitizers (SMALL) each request alone is replayed for every fourth client only, a quarter
+# of the sequential prefills that dominate this test there; all of them still run at once, and the
+# main run compares every one.
+compared = [i for i in range(len(specs)) if not SMALL or i % 4 == 0]
+alone = {i: run(*specs[i]) for i in compared}
 together = [None] * len(specs)
 
 
@@ -321,9 +325,9 @@ for th in threads:
     th.join()
 t.check(f"{len(specs)} concurrent clients: every request succeeded", all(r and r[0] == 200 for r in together),
         str([r[0] if r else None for r in together]))
-same = [i for i in range(len(specs)) if together[i] == alone[i]]
-t.check(f"{len(specs)} concurrent clients: outputs equal the requests alone", len(same) == len(specs),
-        f"differ: {[i for i in range(len(specs)) if i not in same]}")
+same = [i for i in compared if together[i] == alone[i]]
+t.check(f"{len(specs)} concurrent clients: outputs equal the requests alone ({len(compared)} compared)",
+        len(same) == len(compared), f"differ: {[i for i in compared if i not in same]}")
 t.check(f"{len(specs)} concurrent clients: batches formed", server.health()["nucleus"]["steps"] < server.health()["nucleus"]["tokens"])
 
 # --- SIGTERM drains in-flight requests ----------------------------------------------------------------
