@@ -7,6 +7,12 @@ per row, on 2 threads; then one row (B = 1, one thread), where the per-call over
 side is tests/python/reference.cpp --bench, timed the same way (median of the calls after a warm-up,
 the rows staying in cache), in alternating rounds so that both sides see the same machine load; each
 figure is the median over the rounds. Prints microseconds per call and each Python / C++ ratio.
+
+The reference is built with -march=native (NUCLEUS_NATIVE); the wheel is not (its kernels dispatch at
+run time, the code around them is compiled for baseline x86-64). With --portable-reference (a
+nucleus_py_reference from a build configured with -DNUCLEUS_NATIVE=OFF, the wheel's code generation)
+each case is also timed against it: that ratio is the Python layer alone, the native one adds what a
+portable build costs.
 """
 
 import argparse
@@ -44,6 +50,7 @@ def cxx_us(ref, x, threads, iters):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reference", default=os.environ.get("NUCLEUS_PY_REFERENCE"))
+    ap.add_argument("--portable-reference", default=os.environ.get("NUCLEUS_PY_REFERENCE_PORTABLE"))
     ap.add_argument("--vocab", type=int, default=128_000)
     ap.add_argument("--rows", type=int, default=16)
     ap.add_argument("--threads", type=int, default=2)
@@ -69,20 +76,30 @@ def main():
         ("B=1, sample_batch(x[:1], sampler)", x1, 1, lambda: nucleus.sample_batch(x1, per_row[0])),
         ("B=1, Sampler.sample(x[0])", x1, 1, lambda: per_row[0].sample(x1[0])),
     ]
+    refs = {"C++": args.reference}
+    if args.portable_reference:
+        refs["C++ portable"] = args.portable_reference
     py = {name: [] for name, *_ in cases}
-    cxx = {name: [] for name, *_ in cases}
+    cxx = {(ref, name): [] for ref in refs for name, *_ in cases}
     for _ in range(args.rounds):
         for name, xs, threads, f in cases:
             it = n if xs.shape[0] > 1 else 4 * n
-            cxx[name].append(cxx_us(args.reference, xs, threads, it))
+            for ref, path in refs.items():
+                cxx[ref, name].append(cxx_us(path, xs, threads, it))
             py[name].append(median_us(f, it))
     results = []
     for name, *_ in cases:
-        p, c = float(np.median(py[name])), float(np.median(cxx[name]))
-        r = float(np.median(np.array(py[name]) / np.array(cxx[name])))
-        results.append({"case": name, "python_us": round(p, 1), "cxx_us": round(c, 1), "ratio": round(r, 3),
-                        "overhead_us": round(p - c, 1)})
-        print(f"{name:52s} python {p:9.1f} us   C++ {c:9.1f} us   ratio {r:6.3f}   +{p - c:7.1f} us")
+        p = float(np.median(py[name]))
+        row = {"case": name, "python_us": round(p, 1)}
+        line = f"{name:52s} python {p:8.1f} us"
+        for ref in refs:
+            c = float(np.median(cxx[ref, name]))
+            r = float(np.median(np.array(py[name]) / np.array(cxx[ref, name])))
+            key = ref.replace("C++", "cxx").replace(" ", "_")
+            row.update({f"{key}_us": round(c, 1), f"{key}_ratio": round(r, 3), f"{key}_overhead_us": round(p - c, 1)})
+            line += f" | {ref} {c:8.1f} us, ratio {r:6.3f}, {p - c:+7.1f} us"
+        results.append(row)
+        print(line)
     print(json.dumps(results))
 
 

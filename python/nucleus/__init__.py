@@ -115,13 +115,17 @@ class Sampler:
         stream: int = 0,
         prompt: Optional[Sequence[int]] = None,
         output: Optional[Sequence[int]] = None,
+        bitmask: Any = None,
         threads: Optional[int] = None,
     ) -> RowResult:
-        """Samples one [V] row (read in place). ``seed`` overrides the Sampler's own. ``threads`` > 1
-        splits the row across that many threads (C++ split_sampler): the same result as one thread."""
+        """Samples one [V] row (read in place). ``seed`` overrides the Sampler's own. ``bitmask``: the
+        allowed tokens, packed int32 / uint32 [ceil(V / 32)] words or bool [V] (see ``sample_batch``).
+        ``threads`` > 1 splits the row across that many threads (C++ split_sampler): the same result as
+        one thread."""
         if getattr(logits, "ndim", 1) != 1:
             raise ValueError(f"nucleus: logits must be 1-D [V] (got {logits.ndim}-D); use sample_batch for [B, V]")
         n = _threads(threads)
+        words = None if bitmask is None else _bitmask_words(bitmask, 1, logits.shape[0], True)
         if n > 1:
             x, bits = _bf16_bits(logits)
             d = _nucleus._sample_split(
@@ -132,22 +136,45 @@ class Sampler:
                 [stream],
                 None if prompt is None else [prompt],
                 None if output is None else [output],
+                words,
                 n,
                 bits,
             )
             return RowResult(d["token"], d["logprob"], d["rank"], STATUS[d["status"]], d["top_ids"], d["top_logprobs"])
-        r = sample_batch(
-            logits[None],
-            [self],
-            seeds=None if seed is None else [seed],
-            positions=[position],
-            streams=[stream],
-            prompts=None if prompt is None else [prompt],
-            outputs=None if output is None else [output],
+        x, bits = _bf16_bits(logits[None])
+        d = _nucleus._sample_batch(
+            x,
+            [self._s],
+            None if seed is None else [seed],
+            [position],
+            [stream],
+            None if prompt is None else [prompt],
+            None if output is None else [output],
+            words,
+            None,
+            1,
+            "none",
+            bits,
         )
-        return RowResult(
-            int(r.tokens[0]), float(r.logprobs[0]), int(r.ranks[0]), STATUS[int(r.status[0])], r.top_ids[0], r.top_logprobs[0]
+        return _make(
+            RowResult,
+            {
+                "token": int(d["tokens"][0]),
+                "logprob": float(d["logprobs"][0]),
+                "rank": int(d["ranks"][0]),
+                "status": STATUS[int(d["status"][0])],
+                "top_ids": d["top_ids"][0],
+                "top_logprobs": d["top_logprobs"][0],
+            },
         )
+
+
+def _make(cls: type, fields: dict):
+    """An instance of one of the frozen result classes above from a dict of its fields, without the
+    generated __init__ (one object.__setattr__ per field: microseconds at a sampler's call rate)."""
+    obj = object.__new__(cls)
+    obj.__dict__.update(fields)
+    return obj
 
 
 def _f32(v: float) -> str:
@@ -183,13 +210,19 @@ def _row_samplers(params: Any, rows: int, order: str) -> list:
                 cache[key] = Sampler(order, **kw)
             out.append(cache[key])
         return out
-    out = list(params)
+    out = params if type(params) is list else list(params)
     if len(out) != rows:
         raise ValueError(f"nucleus: params must give one Sampler per row ({len(out)} for {rows} rows)")
-    for i, s in enumerate(out):
-        if not isinstance(s, Sampler):
-            raise TypeError(f"nucleus: params[{i}] is not a nucleus.Sampler")
     return out
+
+
+def _handles(samplers: list) -> list:
+    """The C++ samplers behind a list of Samplers (TypeError naming the first entry that is not one)."""
+    handles = [s._s for s in samplers if isinstance(s, Sampler)]
+    if len(handles) != len(samplers):
+        i = next(i for i, s in enumerate(samplers) if not isinstance(s, Sampler))
+        raise TypeError(f"nucleus: params[{i}] is not a nucleus.Sampler")
+    return handles
 
 
 def _threads(threads: Any) -> int:
@@ -220,11 +253,34 @@ def _bf16_bits(logits: Any):
     """ml_dtypes.bfloat16 numpy arrays (which neither DLPack nor the buffer protocol can carry) as a
     view of their uint16 bits; anything else as it is."""
     dt = getattr(logits, "dtype", None)
-    if dt is not None and getattr(dt, "name", "") == "bfloat16" and hasattr(logits, "view") and type(logits).__module__ == "numpy":
+    # dtype.kind first: numpy builds dtype.name on every read (microseconds), kind is a field
+    if getattr(dt, "kind", "") == "V" and type(logits).__module__ == "numpy" and dt.name == "bfloat16":
         import numpy as np
 
         return logits.view(np.uint16), True
     return logits, False
+
+
+def _bitmask_words(m: Any, rows: int, vocab: int, one_row: bool = False):
+    """Allowed-token masks as the C++ layer reads them: int32 / uint32 packed words pass through (read
+    in place); a bool [B, V] mask (or [V] for one row) is packed into uint32 words here."""
+    import numpy as np
+
+    dt = getattr(m, "dtype", None)
+    if getattr(dt, "kind", "") == "b" or str(dt) == "torch.bool":
+        b = np.asarray(m)
+        if one_row:
+            b = b[None]
+        if b.ndim != 2 or b.shape != (rows, vocab):
+            what = f"[{vocab}]" if one_row else f"[{rows}, {vocab}]"
+            raise ValueError(f"nucleus: a bool bitmask must be {what} (got shape {tuple(np.shape(m))})")
+        b = np.pad(b, ((0, 0), (0, -vocab % 32)))
+        return np.ascontiguousarray(np.packbits(b, axis=1, bitorder="little")).view("<u4")
+    if one_row:
+        if getattr(m, "ndim", None) != 1:
+            raise ValueError("nucleus: bitmask must be 1-D: ceil(V / 32) words or V bools")
+        return m[None]
+    return m
 
 
 def log_softmax(logits: Any):
@@ -242,8 +298,10 @@ def sample_batch(
     streams: Any = None,
     prompts: Optional[Sequence] = None,
     outputs: Optional[Sequence] = None,
+    bitmasks: Any = None,
     threads: Optional[int] = None,
     mask: Optional[str] = None,
+    out: Any = None,
     order: str = "nucleus",
 ) -> BatchResult:
     """Samples each row of a [B, V] float32, bfloat16 or float16 array without copying it.
@@ -252,7 +310,11 @@ def sample_batch(
     the knob table, built in ``order``). ``seeds`` (per row) override the Samplers' seeds;
     ``positions`` and ``streams`` make the draw key. ``mask``: ``"bool"`` ([B, V]) or ``"bits"``
     ([B, ceil(V / 32)] uint32, bit i of word w = token 32 w + i) gives the tokens each row's
-    distribution kept. The GIL is released while sampling; ``threads`` (default 1) share the rows.
+    distribution kept. ``bitmasks``: each row's allowed tokens (a grammar's mask), int32 or uint32
+    [B, ceil(V / 32)] packed words in that bit order (xgrammar's layout; read in place) or bool [B, V]
+    (packed here); a row with no allowed token gets status ``no_candidates``. ``out``: an int32 or
+    int64 [B] array the tokens are also written to (returned as ``tokens``). The GIL is released while
+    sampling; ``threads`` (default 1) share the rows.
     """
     shape = getattr(logits, "shape", None)
     if shape is None or len(shape) != 2:
@@ -262,17 +324,19 @@ def sample_batch(
     x, bits = _bf16_bits(logits)
     res = _nucleus._sample_batch(
         x,
-        [s._s for s in samplers],
+        _handles(samplers),
         seeds,
         positions,
         streams,
         prompts,
         outputs,
+        None if bitmasks is None else _bitmask_words(bitmasks, rows, int(shape[1])),
+        out,
         _threads(threads),
         "none" if mask is None else mask,
         bits,
     )
-    return BatchResult(**res)
+    return _make(BatchResult, res)
 
 
 def logprobs(
@@ -285,6 +349,7 @@ def logprobs(
     streams: Any = None,
     prompts: Optional[Sequence] = None,
     outputs: Optional[Sequence] = None,
+    bitmasks: Any = None,
     mode: str = "processed",
     mask: Optional[str] = None,
     threads: Optional[int] = None,
@@ -310,12 +375,13 @@ def logprobs(
     res = _nucleus._logprobs(
         x,
         t,
-        [s._s for s in samplers],
+        _handles(samplers),
         seeds,
         positions,
         streams,
         prompts,
         outputs,
+        None if bitmasks is None else _bitmask_words(bitmasks, rows, int(shape[1])),
         mode,
         "none" if mask is None else mask,
         _threads(threads),
@@ -381,9 +447,9 @@ def verify_batch(
     samplers = _row_samplers(params, len(ds), order)
     x, bits = _bf16_bits(target)
     res = _nucleus._verify(
-        x, [s._s for s in samplers], ds, qs, seeds, positions, streams, prompts, outputs, _threads(threads), bits
+        x, _handles(samplers), ds, qs, seeds, positions, streams, prompts, outputs, _threads(threads), bits
     )
-    return VerifyBatch(**res)
+    return _make(VerifyBatch, res)
 
 
 def verify_draft(

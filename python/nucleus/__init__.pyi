@@ -97,6 +97,7 @@ class Sampler:
         stream: int = ...,
         prompt: Optional[Sequence[int]] = ...,
         output: Optional[Sequence[int]] = ...,
+        bitmask: Any = ...,
         threads: Optional[int] = ...,
     ) -> RowResult: ...
 
@@ -109,8 +110,10 @@ def sample_batch(
     streams: Any = ...,
     prompts: Optional[Sequence[Optional[Sequence[int]]]] = ...,
     outputs: Optional[Sequence[Optional[Sequence[int]]]] = ...,
+    bitmasks: Any = ...,
     threads: Optional[int] = ...,
     mask: Optional[Literal["bool", "bits"]] = ...,
+    out: Any = ...,
     order: Order = ...,
 ) -> BatchResult: ...
 def logprobs(
@@ -123,6 +126,7 @@ def logprobs(
     streams: Any = ...,
     prompts: Optional[Sequence[Optional[Sequence[int]]]] = ...,
     outputs: Optional[Sequence[Optional[Sequence[int]]]] = ...,
+    bitmasks: Any = ...,
     mode: Literal["raw", "processed"] = ...,
     mask: Optional[Literal["bool", "bits"]] = ...,
     threads: Optional[int] = ...,

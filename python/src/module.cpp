@@ -268,6 +268,8 @@ struct request_rows {
   std::vector<std::uint64_t> pos, stream;
   std::vector<std::vector<std::int32_t>> prompt, output;
   std::vector<float> mu;
+  std::vector<std::span<const std::uint32_t>> bitmask;  // empty spans: no mask
+  std::optional<any_array> bitmask_owner;
 
   request_rows(nb::handle samplers, std::size_t B, nb::handle seeds, nb::handle positions, nb::handle streams,
                nb::handle prompts, nb::handle outputs, const char* params_name = "params")
@@ -277,7 +279,8 @@ struct request_rows {
         stream(per_row<std::uint64_t>(streams, B, "streams", 0)),
         prompt(histories(prompts, B, "prompts")),
         output(histories(outputs, B, "outputs")),
-        mu(B) {
+        mu(B),
+        bitmask(B) {
     if (!nb::isinstance<nb::sequence>(samplers) || nb::len(samplers) != B)
       value_error(std::string(params_name) + " must give one Sampler per row (" +
                   std::to_string(nb::len(samplers)) + " for " + std::to_string(B) + " rows)");
@@ -297,7 +300,31 @@ struct request_rows {
       mu[r] = nc::mirostat_initial_mu(sp[r]->params().mirostat_tau);
     }
   }
-  nc::row_request request(std::size_t r) { return {prompt[r], output[r], {}, pos[r], &mu[r], stream[r]}; }
+  // Each row's allowed tokens: None, or int32 / uint32 [B, W] packed words (bit i of word w allows
+  // token 32 w + i; xgrammar's layout), W >= ceil(V / 32), rows strided, a row's words contiguous.
+  void set_bitmasks(nb::handle v, std::size_t vocab) {
+    if (v.is_none()) return;
+    any_array a;
+    if (!nb::try_cast(v, a)) type_error("bitmasks must be an int32 or uint32 [B, ceil(V / 32)] array");
+    const nb::dlpack::dtype d = a.dtype();
+    const bool words = d.lanes == 1 && d.bits == 32 &&
+                       (d.code == static_cast<std::uint8_t>(nb::dlpack::dtype_code::Int) ||
+                        d.code == static_cast<std::uint8_t>(nb::dlpack::dtype_code::UInt));
+    if (!words) type_error("bitmasks must hold int32 or uint32 words (bit i of word w = token 32 w + i)");
+    const std::size_t B = bitmask.size(), need = (vocab + 31) / 32;
+    if (a.ndim() != 2 || a.shape(0) != B || a.shape(1) < need)
+      value_error("bitmasks must be [" + std::to_string(B) + ", " + std::to_string(need) +
+                  "] (B rows of ceil(V / 32) words)");
+    if (need > 1 && a.stride(1) != 1) value_error("bitmasks: a row's words must be contiguous");
+    if (B > 1 && a.stride(0) < static_cast<std::int64_t>(need))
+      value_error("bitmasks: rows must not overlap");
+    const auto* base = static_cast<const std::uint32_t*>(a.data());
+    for (std::size_t r = 0; r < B; ++r) bitmask[r] = {base + r * static_cast<std::size_t>(a.stride(0)), need};
+    bitmask_owner = a;
+  }
+  nc::row_request request(std::size_t r) {
+    return {prompt[r], output[r], bitmask[r], pos[r], &mu[r], stream[r]};
+  }
 };
 
 std::size_t checked_threads(std::size_t threads) {
@@ -351,14 +378,45 @@ std::vector<nc::workspace>& spaces(std::size_t slots) {
   return ws;
 }
 
+// The caller's token output (sample_batch's out=): an int32 or int64 [B] array, written after the
+// draw; everything about it is checked before anything is sampled.
+struct token_out {
+  std::optional<nb::ndarray<nb::device::cpu>> a;
+  nb::handle owner;
+  token_out(nb::handle v, std::size_t B) : owner(v) {
+    if (v.is_none()) return;
+    nb::ndarray<nb::device::cpu> x;
+    if (!nb::try_cast(v, x)) type_error("out must be a writable int32 or int64 [B] array");
+    const nb::dlpack::dtype d = x.dtype();
+    if (d.lanes != 1 || (d.bits != 32 && d.bits != 64) ||
+        d.code != static_cast<std::uint8_t>(nb::dlpack::dtype_code::Int))
+      type_error("out must hold int32 or int64 (got code " + std::to_string(d.code) + ", " +
+                 std::to_string(d.bits) + " bits)");
+    if (x.ndim() != 1 || x.shape(0) != B) value_error("out must be [" + std::to_string(B) + "]");
+    a = x;
+  }
+  void put(std::size_t r, std::int32_t token) {
+    char* p =
+        static_cast<char*>(a->data()) + r * static_cast<std::size_t>(a->stride(0)) * (a->dtype().bits / 8);
+    if (a->dtype().bits == 32)
+      std::memcpy(p, &token, 4);
+    else {
+      const std::int64_t t = token;
+      std::memcpy(p, &t, 8);
+    }
+  }
+};
+
 nb::dict sample_batch(any_array logits, nb::handle samplers, nb::handle seeds, nb::handle positions,
-                      nb::handle streams, nb::handle prompts, nb::handle outputs, std::size_t threads,
-                      const std::string& mask, bool bf16_bits) {
+                      nb::handle streams, nb::handle prompts, nb::handle outputs, nb::handle bitmasks,
+                      nb::handle out_tokens, std::size_t threads, const std::string& mask, bool bf16_bits) {
   const matrix_view m = view_of(logits, true, bf16_bits);
   const std::size_t B = m.rows;
   checked_threads(threads);
   kept_mask kept(mask, B, m.vocab);
   request_rows rq(samplers, B, seeds, positions, streams, prompts, outputs);
+  rq.set_bitmasks(bitmasks, m.vocab);
+  token_out tok_out(out_tokens, B);
   std::size_t top_n = 0;
   std::vector<nc::batch_row> rows(B);
   for (std::size_t r = 0; r < B; ++r) {
@@ -397,6 +455,7 @@ nb::dict sample_batch(any_array logits, nb::handle samplers, nb::handle seeds, n
   }
   for (std::size_t r = 0; r < B; ++r) {
     tokens.data()[r] = out[r].token;
+    if (tok_out.a) tok_out.put(r, out[r].token);
     logprobs.data()[r] = out[r].logprob;
     ranks.data()[r] = out[r].rank;
     status.data()[r] = static_cast<std::uint8_t>(out[r].status);
@@ -408,7 +467,10 @@ nb::dict sample_batch(any_array logits, nb::handle samplers, nb::handle seeds, n
     }
   }
   nb::dict d;
-  d["tokens"] = tokens;
+  if (tok_out.a)
+    d["tokens"] = tok_out.owner;
+  else
+    d["tokens"] = tokens;
   d["logprobs"] = logprobs;
   d["ranks"] = ranks;
   d["status"] = status;
@@ -433,8 +495,8 @@ using token_array = nb::ndarray<const std::int32_t, nb::c_contig, nb::device::cp
 
 nb::dict replay_logprobs(any_array logits, token_array tokens, nb::handle samplers, nb::handle seeds,
                          nb::handle positions, nb::handle streams, nb::handle prompts, nb::handle outputs,
-                         const std::string& mode, const std::string& mask, std::size_t threads,
-                         bool bf16_bits) {
+                         nb::handle bitmasks, const std::string& mode, const std::string& mask,
+                         std::size_t threads, bool bf16_bits) {
   const matrix_view m = view_of(logits, true, bf16_bits);
   const std::size_t B = m.rows;
   if (mode != "raw" && mode != "processed")
@@ -449,6 +511,7 @@ nb::dict replay_logprobs(any_array logits, token_array tokens, nb::handle sample
                   std::to_string(m.vocab) + ")");
   kept_mask kept(mask, B, m.vocab);
   request_rows rq(samplers, B, seeds, positions, streams, prompts, outputs);
+  rq.set_bitmasks(bitmasks, m.vocab);
   std::vector<std::size_t> shape{B};
   if (tokens.ndim() == 2) shape.push_back(K);
   auto out = owned<float>(shape);
@@ -620,11 +683,12 @@ nb::dict verify_drafts(any_array target, nb::handle samplers, nb::list drafts, n
 // --- one row split across threads (sharded/split.hpp) --------------------------------------------
 
 nb::dict sample_split(any_array logits, nb::handle samplers, nb::handle seeds, nb::handle positions,
-                      nb::handle streams, nb::handle prompts, nb::handle outputs, std::size_t threads,
-                      bool bf16_bits) {
+                      nb::handle streams, nb::handle prompts, nb::handle outputs, nb::handle bitmasks,
+                      std::size_t threads, bool bf16_bits) {
   const matrix_view m = view_of(logits, false, bf16_bits);
   checked_threads(threads);
   request_rows rq(samplers, 1, seeds, positions, streams, prompts, outputs);
+  rq.set_bitmasks(bitmasks, m.vocab);
   const nc::sampler& s = *rq.sp[0];
   std::vector<nc::token_logprob> top(s.top_n());
   nc::row_result res;
@@ -737,14 +801,15 @@ NB_MODULE(_nucleus, m) {
 
   m.def("_sample_batch", &sample_batch, nb::arg("logits"), nb::arg("samplers"), nb::arg("seeds").none(),
         nb::arg("positions").none(), nb::arg("streams").none(), nb::arg("prompts").none(),
-        nb::arg("outputs").none(), nb::arg("threads"), nb::arg("mask"), nb::arg("bf16_bits"));
+        nb::arg("outputs").none(), nb::arg("bitmasks").none(), nb::arg("out").none(), nb::arg("threads"),
+        nb::arg("mask"), nb::arg("bf16_bits"));
   m.def("_sample_split", &sample_split, nb::arg("logits"), nb::arg("samplers"), nb::arg("seeds").none(),
         nb::arg("positions").none(), nb::arg("streams").none(), nb::arg("prompts").none(),
-        nb::arg("outputs").none(), nb::arg("threads"), nb::arg("bf16_bits"));
+        nb::arg("outputs").none(), nb::arg("bitmasks").none(), nb::arg("threads"), nb::arg("bf16_bits"));
   m.def("_logprobs", &replay_logprobs, nb::arg("logits"), nb::arg("tokens"), nb::arg("samplers"),
         nb::arg("seeds").none(), nb::arg("positions").none(), nb::arg("streams").none(),
-        nb::arg("prompts").none(), nb::arg("outputs").none(), nb::arg("mode"), nb::arg("mask"),
-        nb::arg("threads"), nb::arg("bf16_bits"));
+        nb::arg("prompts").none(), nb::arg("outputs").none(), nb::arg("bitmasks").none(), nb::arg("mode"),
+        nb::arg("mask"), nb::arg("threads"), nb::arg("bf16_bits"));
   m.def("_top_logprobs", &top_logprobs, nb::arg("logits"), nb::arg("n"), nb::arg("bf16_bits"));
   m.def("_verify", &verify_drafts, nb::arg("target"), nb::arg("samplers"), nb::arg("drafts"),
         nb::arg("draft_probs").none(), nb::arg("seeds").none(), nb::arg("positions").none(),

@@ -157,7 +157,7 @@ def test_one_row_split_across_threads_is_one_thread(order, dtype):
             assert np.array_equal(split.top_ids, one.top_ids)
             assert np.array_equal(_bits(split.top_logprobs), _bits(one.top_logprobs))
         d = nucleus._nucleus._sample_split(
-            row if dtype == "float32" else row.view(np.uint16), [s._s], None, [0], [0], None, None, 2, dtype != "float32"
+            row if dtype == "float32" else row.view(np.uint16), [s._s], None, [0], [0], None, None, None, 2, dtype != "float32"
         )
         routes.add(d["route"])
     # the rows that pay are split (top-p, the dense draw); the rest are gathered, as in C++
@@ -166,7 +166,7 @@ def test_one_row_split_across_threads_is_one_thread(order, dtype):
         split = s.sample(x[0], seed=5, threads=2)
         assert (split.token, _bits(split.logprob)) == (one.token, _bits(one.logprob))
         assert nucleus._nucleus._sample_split(x[0] if dtype == "float32" else x[0].view(np.uint16), [s._s], [5], [0], [0], None,
-                                              None, 2, dtype != "float32")["route"] == route
+                                              None, None, 2, dtype != "float32")["route"] == route
     assert routes
 
 
