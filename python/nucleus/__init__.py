@@ -126,24 +126,8 @@ class Sampler:
             raise ValueError(f"nucleus: logits must be 1-D [V] (got {logits.ndim}-D); use sample_batch for [B, V]")
         n = _threads(threads)
         words = None if bitmask is None else _bitmask_words(bitmask, 1, logits.shape[0], True)
-        if n > 1:
-            x, bits = _bf16_bits(logits)
-            d = _nucleus._sample_split(
-                x,
-                [self._s],
-                None if seed is None else [seed],
-                [position],
-                [stream],
-                None if prompt is None else [prompt],
-                None if output is None else [output],
-                words,
-                n,
-                bits,
-            )
-            return RowResult(d["token"], d["logprob"], d["rank"], STATUS[d["status"]], d["top_ids"], d["top_logprobs"])
-        x, bits = _bf16_bits(logits[None])
-        d = _nucleus._sample_batch(
-            x,
+        # the one row's request, as _sample_split and _sample_batch take it
+        request = (
             [self._s],
             None if seed is None else [seed],
             [position],
@@ -151,11 +135,13 @@ class Sampler:
             None if prompt is None else [prompt],
             None if output is None else [output],
             words,
-            None,
-            1,
-            "none",
-            bits,
         )
+        if n > 1:
+            x, bits = _bf16_bits(logits)
+            d = _nucleus._sample_split(x, *request, n, bits)
+            return RowResult(d["token"], d["logprob"], d["rank"], STATUS[d["status"]], d["top_ids"], d["top_logprobs"])
+        x, bits = _bf16_bits(logits[None])
+        d = _nucleus._sample_batch(x, *request, None, 1, "none", bits)
         return _make(
             RowResult,
             {
