@@ -254,7 +254,8 @@ def _bitmask_words(m: Any, rows: int, vocab: int, one_row: bool = False):
 
     dt = getattr(m, "dtype", None)
     if getattr(dt, "kind", "") == "b" or str(dt) == "torch.bool":
-        b = np.asarray(m)
+        # torch bool tensors as bytes: DLPack carries no bool before torch 2
+        b = np.from_dlpack(m.byte()) != 0 if str(dt) == "torch.bool" else np.asarray(m)
         if one_row:
             b = b[None]
         if b.ndim != 2 or b.shape != (rows, vocab):
