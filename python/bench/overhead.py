@@ -1,16 +1,16 @@
 """What the Python layer costs: nucleus.sample_batch against the C++ batch_sampler on the same rows.
 
-    NUCLEUS_PY_REFERENCE=build/tests/python/nucleus_py_reference python3 python/bench/overhead.py
+    NUCLEUS_PY_OVERHEAD_BENCH=build/bench/nucleus_py_overhead_bench python3 python/bench/overhead.py
 
 B = 16 rows of V = 128,000 float32 logits, the vLLM order with T 0.7, top-k 50, top-p 0.9 and a seed
 per row, on 2 threads; then one row (B = 1, one thread), where the per-call overhead shows. The C++
-side is tests/python/reference.cpp --bench, timed the same way (median of the calls after a warm-up,
+side is bench/py_overhead_bench.cpp, timed the same way (median of the calls after a warm-up,
 the rows staying in cache), in alternating rounds so that both sides see the same machine load; each
 figure is the median over the rounds. Prints microseconds per call and each Python / C++ ratio.
 
-The reference is built with -march=native (NUCLEUS_NATIVE); the wheel is not (its kernels dispatch at
+That program is built with -march=native (NUCLEUS_NATIVE); the wheel is not (its kernels dispatch at
 run time, the code around them is compiled for baseline x86-64). With --portable-reference (a
-nucleus_py_reference from a build configured with -DNUCLEUS_NATIVE=OFF, the wheel's code generation)
+nucleus_py_overhead_bench from a build configured with -DNUCLEUS_NATIVE=OFF, the wheel's code generation)
 each case is also timed against it: that ratio is the Python layer alone, the native one adds what a
 portable build costs.
 """
@@ -42,15 +42,15 @@ def median_us(f, iters):
 def cxx_us(ref, x, threads, iters):
     with tempfile.NamedTemporaryFile(suffix=".f32") as f:
         x.tofile(f.name)
-        out = subprocess.run([ref, "--bench", f.name, str(x.shape[0]), str(x.shape[1]), str(threads), str(iters)],
+        out = subprocess.run([ref, f.name, str(x.shape[0]), str(x.shape[1]), str(threads), str(iters)],
                              check=True, capture_output=True, text=True).stdout
     return json.loads(out)["median_ns"] / 1e3
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--reference", default=os.environ.get("NUCLEUS_PY_REFERENCE"))
-    ap.add_argument("--portable-reference", default=os.environ.get("NUCLEUS_PY_REFERENCE_PORTABLE"))
+    ap.add_argument("--reference", default=os.environ.get("NUCLEUS_PY_OVERHEAD_BENCH"))
+    ap.add_argument("--portable-reference", default=os.environ.get("NUCLEUS_PY_OVERHEAD_BENCH_PORTABLE"))
     ap.add_argument("--vocab", type=int, default=128_000)
     ap.add_argument("--rows", type=int, default=16)
     ap.add_argument("--threads", type=int, default=2)
@@ -58,7 +58,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
     if not args.reference:
-        sys.exit("set NUCLEUS_PY_REFERENCE or --reference to build/tests/python/nucleus_py_reference")
+        sys.exit("set NUCLEUS_PY_OVERHEAD_BENCH or --reference to build/bench/nucleus_py_overhead_bench")
     knobs = dict(temperature=0.7, top_k=50, top_p=0.9)
     x = np.random.default_rng(0).normal(scale=2.0, size=(args.rows, args.vocab)).astype(np.float32)
     rows = np.arange(args.rows)

@@ -3,11 +3,8 @@
 // per case, "token logprob-bits rank status top-id:logprob-bits..."; then one line per "top" case
 // (nc::top_logprobs: "id:logprob-bits...") and per "verify" case (nc::draft_verifier: "accepted
 // emitted status token:logprob-bits..."). The rows are the test's own files.
-// `--bench FILE B V THREADS ITERS` times batch_sampler::sample on FILE's [B, V] float32 rows as
-// python/bench/overhead.py times nucleus.sample_batch (vLLM order, T 0.7, top-k 50, top-p 0.9, seed r
-// for row r) and prints the median and minimum nanoseconds per call.
+// (The timing side of python/bench/overhead.py is bench/py_overhead_bench.cpp.)
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -108,50 +105,9 @@ void verify_case(const std::vector<T>& rows, std::size_t vocab, const std::vecto
   std::printf("\n");
 }
 
-// batch_sampler::sample on [B, V] float32 rows, timed per call (the rows stay in cache as Python's do).
-int bench(int argc, char** argv) {
-  if (argc != 7) {
-    std::cerr << "usage: nucleus_py_reference --bench FILE B V THREADS ITERS\n";
-    return 2;
-  }
-  const auto B = std::stoul(argv[3]), V = std::stoul(argv[4]), threads = std::stoul(argv[5]);
-  const auto iters = std::stoul(argv[6]);
-  const auto x = read_rows<float>(argv[2], B * V);
-  nc::sampling_params p;
-  p.temperature = 0.7f;
-  p.top_k = 50;
-  p.top_p = 0.9f;
-  std::vector<nc::sampler> samplers;
-  for (std::size_t r = 0; r < B; ++r) {
-    p.seed = r;
-    samplers.emplace_back(p, nc::engine_order::vllm);
-  }
-  std::vector<nc::batch_row> rows(B);
-  for (std::size_t r = 0; r < B; ++r) rows[r] = {&samplers[r], {}};
-  std::vector<nc::row_result> out(B);
-  nc::thread_pool pool(threads);
-  nc::batch_sampler batch;
-  const nc::logits_matrix<float> m{x.data(), B, V, V};
-  std::vector<double> ns;
-  for (std::size_t i = 0; i < iters + iters / 10 + 1; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    if (threads == 1)
-      batch.sample(m, rows, out);
-    else
-      batch.sample(m, rows, out, pool);
-    const auto t1 = std::chrono::steady_clock::now();
-    if (i > iters / 10) ns.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count());  // warm-up
-  }
-  std::sort(ns.begin(), ns.end());
-  std::printf("{\"median_ns\": %.0f, \"min_ns\": %.0f, \"token0\": %d}\n", ns[ns.size() / 2], ns[0],
-              out[0].token);
-  return 0;
-}
-
 int main(int argc, char** argv) {
-  if (argc >= 2 && std::string(argv[1]) == "--bench") return bench(argc, argv);
   if (argc != 2) {
-    std::cerr << "usage: nucleus_py_reference CASES.json | --bench FILE B V THREADS ITERS\n";
+    std::cerr << "usage: nucleus_py_reference CASES.json\n";
     return 2;
   }
   std::ifstream in(argv[1]);
