@@ -393,11 +393,13 @@ struct token_out {
       type_error("out must hold int32 or int64 (got code " + std::to_string(d.code) + ", " +
                  std::to_string(d.bits) + " bits)");
     if (x.ndim() != 1 || x.shape(0) != B) value_error("out must be [" + std::to_string(B) + "]");
+    if (B > 1 && x.stride(0) == 0) value_error("out: its entries must not overlap (stride 0)");
     a = x;
   }
   void put(std::size_t r, std::int32_t token) {
-    char* p =
-        static_cast<char*>(a->data()) + r * static_cast<std::size_t>(a->stride(0)) * (a->dtype().bits / 8);
+    // signed: a reversed view (out[::-1]) has a negative stride
+    char* p = static_cast<char*>(a->data()) + static_cast<std::ptrdiff_t>(r) * a->stride(0) *
+                                                  static_cast<std::ptrdiff_t>(a->dtype().bits / 8);
     if (a->dtype().bits == 32)
       std::memcpy(p, &token, 4);
     else {

@@ -188,6 +188,9 @@ def test_out_receives_the_tokens(dtype):
     strided = np.full(10, -7, dtype=dtype)
     nucleus.sample_batch(x, s, seeds=np.arange(5), out=strided[::2])
     assert np.array_equal(strided[::2], expect.tokens) and np.all(strided[1::2] == -7)
+    backwards = np.full(5, -7, dtype=dtype)
+    nucleus.sample_batch(x, s, seeds=np.arange(5), out=backwards[::-1])
+    assert np.array_equal(backwards[::-1], expect.tokens)
 
 
 @pytest.mark.parametrize(
