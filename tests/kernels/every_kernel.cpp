@@ -176,20 +176,44 @@ void check_row(const std::vector<T>& x, std::size_t& checked) {
       const std::size_t c = k.collect_bin(x.data(), ids.data(), n, shift, scale, unit, lo, hi, keys.data());
       CHECK((c == want.size() && std::equal(want.begin(), want.end(), keys.begin())));
     }
-    // mass_histogram: the weight of exp_scalar(y) into bin trunc(y * unit), beyond the last bin (or
-    // NaN) the last; into masses that already hold something.
-    {
+    // mass_histogram: the weight of exp_scalar(y) into bin trunc(y * unit), from the lump bin on (or
+    // NaN) the lump bin; into masses that already hold something; the count of logits below the lump.
+    for (std::uint32_t lump :
+         {static_cast<std::uint32_t>(d::hist_bins - 1), std::uint32_t{40}, std::uint32_t{0}}) {
       const float unit = -32.0f;
       std::vector<d::wsum> mass(d::hist_bins, d::wsum{7}), want(d::hist_bins, d::wsum{7});
+      std::size_t own = 0;
       for (std::size_t i = 0; i < n; ++i) {
         const float y = d::scaled(at(x, i), shift, scale);
         const float b = y * unit;
-        const std::size_t bin =
-            b <= static_cast<float>(d::hist_bins - 1) ? static_cast<std::size_t>(b) : d::hist_bins - 1;
-        want[bin] += d::weight(d::exp_scalar(y));
+        const bool mine = b < static_cast<float>(lump);
+        own += mine;
+        want[mine ? static_cast<std::size_t>(b) : lump] += d::weight(d::exp_scalar(y));
       }
-      k.mass_histogram(x.data(), n, shift, scale, unit, mass.data());
+      CHECK(k.mass_histogram(x.data(), n, shift, scale, unit, lump, mass.data()) == own);
       CHECK(mass == want);
+    }
+    // exp_sum_in, pick_in: as exp_sum and pick with every logit outside [lo, hi] weighing 0.
+    for (const auto [lo, hi] : {std::pair{-std::numeric_limits<float>::max(), inf}, std::pair{-1.5f, 0.25f},
+                                std::pair{0.0f, 0.0f}, std::pair{-0.5f, inf}}) {
+      std::vector<std::uint64_t> bw(blocks + 1);
+      d::wsum want_total = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        const float v = at(x, i);
+        if (v >= lo && v <= hi) want_total += d::weight(e0[i]);
+      }
+      const d::wsum got = k.exp_sum_in(x.data(), n, shift, scale, lo, hi, bw.data());
+      CHECK(got == want_total);
+      for (d::wsum point : {d::wsum{0}, got / 3, got > 0 ? got - 1 : d::wsum{0}, got}) {
+        d::wsum run = 0;
+        std::int64_t want = -1;
+        for (std::size_t i = 0; i < n && want < 0; ++i) {
+          const float v = at(x, i);
+          run += v >= lo && v <= hi ? d::weight(e0[i]) : 0;
+          if (run > point) want = static_cast<std::int64_t>(i);
+        }
+        CHECK(k.pick_in(x.data(), n, shift, scale, lo, hi, bw.data(), point, e1.data()) == want);
+      }
     }
     // candidate_sums, candidate_squares: eight partial sums in double, logit i into sum i % 8 in
     // index order, -inf and NaN adding nothing.
@@ -286,7 +310,8 @@ TEST_CASE("mass_histogram's bins add past 64 bits over rows longer than its runs
     INFO("target " << nucleus::isa_name(t));
     REQUIRE(nucleus::set_isa(t));
     std::vector<d::wsum> mass(d::hist_bins);
-    d::kernels<float>().mass_histogram(x.data(), x.size(), 0.0f, scale, unit, mass.data());
+    d::kernels<float>().mass_histogram(x.data(), x.size(), 0.0f, scale, unit,
+                                       static_cast<std::uint32_t>(d::hist_bins - 1), mass.data());
     CHECK(mass == want);
   }
 }

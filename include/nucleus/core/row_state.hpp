@@ -29,25 +29,47 @@ class row_state {
     ws.reserve(row.size());
   }
 
-  // Calls f(const T* x) with the candidates' values in their stored type: the caller's row (float,
-  // bf16 or f16) while dense, float in the workspace once narrowed.
+  // visit() and (stored_size()) the row's length without applying the window: for the kernels that read it in place.
   template <class F>
-  decltype(auto) visit(F&& f) const {
+  decltype(auto) visit_stored(F&& f) const {
     if (vals_ || src_type_ == logit_dtype::f32) return f(vals_);
     if (src_type_ == logit_dtype::bf16) return f(static_cast<const bf16*>(src_));
     return f(static_cast<const f16*>(src_));
   }
 
+  // Calls f(const T* x) with the candidates' values in their stored type: the caller's row (float,
+  // bf16 or f16) while dense, float in the workspace once narrowed.
+  template <class F>
+  decltype(auto) visit(F&& f) const {
+    settle();
+    return visit_stored(f);
+  }
+
   // --- the candidate set -------------------------------------------------------------------
   // Candidates are (logit, id) pairs. While the set is the whole row ("dense") ids are implicit.
-  std::size_t size() const noexcept { return n_; }
+  std::size_t size() const noexcept {
+    settle();
+    return n_;
+  }
   // The row's length as given (the vocabulary size), however much has been cut since.
   std::size_t row_size() const noexcept { return row_n_; }
   // The candidates' values as float: null while the set is a dense 16-bit row (use visit()).
-  const float* logits() const noexcept { return vals_; }
-  const std::int32_t* ids_or_null() const noexcept { return ids_; }
-  std::int32_t id(std::size_t i) const noexcept { return ids_ ? ids_[i] : static_cast<std::int32_t>(i); }
-  bool dense() const noexcept { return ids_ == nullptr; }
+  const float* logits() const noexcept {
+    settle();
+    return vals_;
+  }
+  const std::int32_t* ids_or_null() const noexcept {
+    settle();
+    return ids_;
+  }
+  std::int32_t id(std::size_t i) const noexcept {
+    settle();
+    return ids_ ? ids_[i] : static_cast<std::int32_t>(i);
+  }
+  bool dense() const noexcept {
+    settle();
+    return ids_ == nullptr;
+  }
   // Rank order: logit descending, ties by ascending id. Otherwise candidates are in ascending id.
   bool sorted() const noexcept { return sorted_; }
   nucleus::status status() const noexcept { return status_; }
@@ -70,6 +92,7 @@ class row_state {
   // (at equal probability: their logits become 0); a row with nothing above -inf has no candidates.
   float max_logit() noexcept {
     if (has_max_ || !live()) return max_;
+    settle();
     max_ = visit([&](const auto* x) { return detail::max_value(x, n_); });
     has_max_ = true;
     if (max_ == -detail::inf()) {
@@ -91,6 +114,36 @@ class row_state {
     return visit([&](const auto* x) { return to_float(x[i]); });
   }
 
+  // --- a pending window ----------------------------------------------------------------------
+  // A narrowing that keeps much of a dense row (flat top-p, XTC) need not copy it: it may leave the
+  // row whole with a pending value window, the candidates being its logits in [lo, hi] (never -inf or
+  // NaN: lo > -inf), in id order as always. The draw reads the window in place (stages/
+  // categorical.hpp: exp_sum_in, pick_in, the same weights in the same order as over the copy). Any
+  // other look at the candidates applies it first, one compaction (settle()), so a stage or terminal
+  // that knows nothing of windows sees exactly the candidates it would have.
+  //
+  // Keeps the candidates of a dense row in [lo, hi] (lo > -inf), pending; on a narrowed row, at once.
+  // `max_in` is the largest logit in the window when the caller knows it (NaN: unknown; the next
+  // max_logit() then settles the window and recomputes).
+  void keep_window(float lo, float hi, float max_in = std::numeric_limits<float>::quiet_NaN()) noexcept {
+    settle();
+    const bool max_kept = has_max_ && max_ >= lo && max_ <= hi;
+    if (ids_ != nullptr) {
+      compact_window(lo, hi);
+    } else {
+      windowed_ = true;
+      win_lo_ = lo;
+      win_hi_ = hi;
+    }
+    if (max_kept) return;
+    has_max_ = max_in == max_in;
+    if (has_max_) max_ = max_in;
+  }
+  bool window_pending() const noexcept { return windowed_; }
+  float window_lo() const noexcept { return win_lo_; }
+  float window_hi() const noexcept { return win_hi_; }
+  std::size_t stored_size() const noexcept { return n_; }
+
   // --- narrowing -----------------------------------------------------------------------------
   // Every narrowing keeps the cached maximum only where it proves the maximum survived; otherwise
   // the next max_logit() recomputes it over the candidates left (a stage after a cut that took the
@@ -98,6 +151,7 @@ class row_state {
 
   // Keeps candidates with (logit - shift) * scale >= threshold, in order.
   void keep_scaled_at_least(float shift, float scale, float threshold) noexcept {
+    settle();
     n_ = visit([&](const auto* x) {
       return detail::compact_ge(x, ids_, n_, shift, scale, threshold, ws_.vals.data(), ws_.ids.data());
     });
@@ -110,6 +164,7 @@ class row_state {
   // would add a compare to every candidate of this scalar loop, which costs more at 248k.
   template <class Pred>
   void keep_if(Pred&& pred) {
+    settle();
     float* v = ws_.vals.data();
     std::int32_t* d = ws_.ids.data();
     std::size_t out = 0;
@@ -119,7 +174,7 @@ class row_state {
     visit([&](const auto* src) {
       for (std::size_t i = 0; i < n_; ++i) {
         const float x = to_float(src[i]);
-        const std::int32_t t = id(i);
+        const std::int32_t t = ids_ ? ids_[i] : static_cast<std::int32_t>(i);
         v[out] = x;
         d[out] = t;
         const bool keep = pred(x, t);  // evaluated for every candidate: no branch on it
@@ -133,6 +188,7 @@ class row_state {
   }
   // Keeps the first n candidates (meaningful when sorted(): the maximum, first, survives any n > 0).
   void truncate(std::size_t n) noexcept {
+    settle();
     if (n >= n_) return;
     n_ = n;
     if (!sorted_) has_max_ = false;
@@ -140,6 +196,7 @@ class row_state {
   // The candidate set is now ws.vals / ws.ids [0, n). In rank order its first value is the maximum;
   // in id order the cut may have taken it.
   void assign(std::size_t n, bool sorted) noexcept {
+    windowed_ = false;  // the workspace's candidates replace the row, window and all
     n_ = n;
     adopt_workspace();
     sorted_ = sorted;
@@ -164,17 +221,34 @@ class row_state {
 
  private:
   float* writable_vals() noexcept { return ws_.vals.data(); }
-  void adopt_workspace() noexcept {
+  void adopt_workspace() const noexcept {
     vals_ = ws_.vals.data();
     ids_ = ws_.ids.data();
+  }
+  // Keeps the candidates in [lo, hi], in order: x >= lo drops NaN and -inf, then -x >= -hi (exact).
+  void compact_window(float lo, float hi) const noexcept {
+    n_ = visit_stored([&](const auto* x) {
+      return detail::compact_ge(x, ids_, n_, 0.0f, 1.0f, lo, ws_.vals.data(), ws_.ids.data());
+    });
+    adopt_workspace();
+    if (hi < detail::inf())
+      n_ = detail::compact_ge(vals_, ids_, n_, 0.0f, -1.0f, -hi, ws_.vals.data(), ws_.ids.data());
+  }
+  // Applies a pending window (the candidate set's accessors call it: it changes which storage holds
+  // the same candidates, not the set).
+  void settle() const noexcept {
+    if (!windowed_) return;
+    windowed_ = false;
+    compact_window(win_lo_, win_hi_);
   }
 
   workspace& ws_;
   const void* src_;
   logit_dtype src_type_;
-  const float* vals_ = nullptr;
-  const std::int32_t* ids_ = nullptr;
-  std::size_t n_;
+  // Mutable: settle() (from the const accessors) moves the candidates into the workspace.
+  mutable const float* vals_ = nullptr;
+  mutable const std::int32_t* ids_ = nullptr;
+  mutable std::size_t n_;
   std::size_t row_n_;
   float inv_temp_ = 1.0f;
   float max_ = 0.0f;
@@ -182,6 +256,8 @@ class row_state {
   bool has_max_ = false;
   bool greedy_ = false;
   bool sorted_ = false;
+  mutable bool windowed_ = false;
+  float win_lo_ = 0.0f, win_hi_ = 0.0f;
   nucleus::status status_ = nucleus::status::ok;
 };
 

@@ -80,12 +80,19 @@ NUCLEUS_INLINE fpack scaled(const fpack& x, const fpack& shift, const fpack& sca
   return mul(sub(x, shift), scale);
 }
 
-// The exact sum of the weights of exp((x - shift) * scale) (simd/scalar.hpp: weight()). With
-// `blocks`, also each run of block_elems logits' own sum, which lets a draw find its block.
-template <logit_type T>
-wsum exp_sum(const T* x, std::size_t n, float shift, float scale, std::uint64_t* blocks) noexcept {
+// A logit outside [lo, hi] counts as -inf (weight 0): row_state's pending window (core/row_state.hpp).
+// Without a window every logit counts as itself.
+template <bool Window>
+NUCLEUS_INLINE fpack in_window(const fpack& v, const fpack& lo, const fpack& hi, const fpack& ninf) noexcept {
+  if constexpr (Window) return select(ge(v, lo), select(ge(hi, v), v, ninf), ninf);
+  return v;
+}
+
+template <bool Window, logit_type T>
+NUCLEUS_INLINE wsum exp_sum_over(const T* x, std::size_t n, float shift, float scale, float lo, float hi,
+                                 std::uint64_t* blocks) noexcept {
   static_assert(block_elems / lanes <= 64, "the weight accumulators hold 64 packs");
-  const fpack sh = splat(shift), sc = splat(scale);
+  const fpack sh = splat(shift), sc = splat(scale), lv = splat(lo), hv = splat(hi), ninf = splat(-inf());
   wsum sum = 0;
   weight_acc acc;
   for (std::size_t b0 = 0, bi = 0; b0 < n; b0 += block_elems, ++bi) {
@@ -93,13 +100,26 @@ wsum exp_sum(const T* x, std::size_t n, float shift, float scale, std::uint64_t*
     clear(acc);
     // Padding lanes hold -inf, whose exp is 0: it adds nothing.
     for_each_pack(x + b0, len, -inf(), [&](const fpack& v, std::size_t) NUCLEUS_LAMBDA_INLINE {
-      accumulate(acc, exp(scaled(v, sh, sc)));
+      accumulate(acc, exp(scaled(in_window<Window>(v, lv, hv, ninf), sh, sc)));
     });
     const std::uint64_t s = total(acc);
     if (blocks) blocks[bi] = s;
     sum += s;
   }
   return sum;
+}
+
+// The exact sum of the weights of exp((x - shift) * scale) (simd/scalar.hpp: weight()). With
+// `blocks`, also each run of block_elems logits' own sum, which lets a draw find its block.
+template <logit_type T>
+wsum exp_sum(const T* x, std::size_t n, float shift, float scale, std::uint64_t* blocks) noexcept {
+  return exp_sum_over<false>(x, n, shift, scale, 0.0f, 0.0f, blocks);
+}
+// ... of the logits in [lo, hi] only.
+template <logit_type T>
+wsum exp_sum_in(const T* x, std::size_t n, float shift, float scale, float lo, float hi,
+                std::uint64_t* blocks) noexcept {
+  return exp_sum_over<true>(x, n, shift, scale, lo, hi, blocks);
 }
 
 // out[i] = exp((x[i] - shift) * scale)
@@ -167,40 +187,66 @@ moment_totals moment_sums(const T* x, std::size_t n, float shift, float scale, f
 }
 
 // top-p's mass histogram: adds the exact weight of exp(y), y = (x[i] - shift) * scale <= 0, into
-// mass[bin], bin = trunc(y * unit) (unit: bins per scaled-logit unit, negated), beyond the last bin
-// the last (NaN too, with weight 0). One pass: the exp, the bins and the weights in registers, then a
-// scalar add per logit into 64-bit bins, which hold runs of 2^15 weights (each <= 2^48) before they
-// join the 128-bit masses.
+// mass[bin], bin = trunc(y * unit) (unit: bins per scaled-logit unit, negated), except that every
+// bin from `lump` (<= hist_bins - 1) on shares mass[lump] (NaN too, with weight 0). Returns how many
+// logits fell below `lump`, each into its own bin. The lumped weights add in registers, as exp_sum's
+// do; the others go one by one into 64-bit bins, which hold runs of 2^15 weights (each <= 2^48)
+// before they join the 128-bit masses. A caller that knows the bins past some point cannot hold its
+// cut (top-p's reachable bound) lumps them, and pays the scalar add only for the logits before it.
 template <logit_type T>
-void mass_histogram(const T* x, std::size_t n, float shift, float scale, float unit, wsum* mass) noexcept {
+std::size_t mass_histogram(const T* x, std::size_t n, float shift, float scale, float unit,
+                           std::uint32_t lump, wsum* mass) noexcept {
+  static_assert(block_elems / lanes <= 64, "the weight accumulators hold 64 packs");
   constexpr std::size_t run = std::size_t{1} << 15;
-  std::uint64_t part[hist_bins];
-  const fpack sh = splat(shift), sc = splat(scale), nu = splat(unit);
-  const reg::f last = reg::splat(static_cast<float>(hist_bins - 1)), zero = reg::splat(0.0f);
-  const reg::f unit24 = reg::splat(0x1p24f);
+  static_assert(run % block_elems == 0);
+  constexpr std::size_t ways = 4;
+  std::uint64_t part[ways][hist_bins];
+  const fpack sh = splat(shift), sc = splat(scale), nu = splat(unit), zero_p = splat(0.0f);
+  const reg::f lump_f = reg::splat(static_cast<float>(lump)), zero = reg::splat(0.0f);
+  wsum lumped = 0;
+  std::size_t own = 0;
+  weight_acc acc;
   for (std::size_t r0 = 0; r0 < n; r0 += run) {
-    const std::size_t len = n - r0 < run ? n - r0 : run;
-    std::fill(part, part + hist_bins, std::uint64_t{0});
-    // Padding lanes hold -inf: weight 0, in the last bin.
-    for_each_pack(x + r0, len, -inf(), [&](const fpack& v, std::size_t) NUCLEUS_LAMBDA_INLINE {
-      const fpack y = scaled(v, sh, sc);
-      const fpack e = exp(y);
-      const fpack b = mul(y, nu);
-      alignas(64) std::int32_t bin[lanes], hi[lanes], lo[lanes];
-      for (std::size_t k = 0; k < regs; ++k) {
-        // b in [0, last] keeps its integer part; above it, or NaN, the last bin.
-        const reg::f bk = reg::select(reg::ge(last, b.r[k]), reg::max(b.r[k], zero), last);
-        reg::store_i(bin + k * width, reg::cvtt(bk));
-        const reg::f f = reg::mul(e.r[k], unit24);  // the weight's pieces, as accumulate() takes them
-        const reg::i h = reg::cvtt(f);
-        reg::store_i(hi + k * width, h);
-        reg::store_i(lo + k * width, reg::cvtt(reg::mul(reg::sub(f, reg::cvt(h)), unit24)));
-      }
-      for (std::size_t l = 0; l < lanes; ++l)
-        part[bin[l]] += (static_cast<std::uint64_t>(hi[l]) << 24) + static_cast<std::uint32_t>(lo[l]);
-    });
-    for (std::size_t b = 0; b < hist_bins; ++b) mass[b] += part[b];
+    const std::size_t r_end = n - r0 < run ? n : r0 + run;
+    for (auto& t : part) std::fill(t, t + lump, std::uint64_t{0});
+    for (std::size_t b0 = r0; b0 < r_end; b0 += block_elems) {
+      const std::size_t len = r_end - b0 < block_elems ? r_end - b0 : block_elems;
+      clear(acc);
+      // Padding lanes hold -inf: weight 0, lumped.
+      for_each_pack(x + b0, len, -inf(), [&](const fpack& v, std::size_t) NUCLEUS_LAMBDA_INLINE {
+        const fpack y = scaled(v, sh, sc);
+        const fpack e = exp(y);
+        const fpack b = mul(y, nu);
+        mpack mine;  // b < lump (NaN: no)
+        for (std::size_t k = 0; k < regs; ++k) mine.r[k] = reg::gt(lump_f, b.r[k]);
+        accumulate(acc, select(mine, zero_p, e));
+        std::uint64_t bits = mask_bits(mine);
+        own += static_cast<std::size_t>(std::popcount(bits));
+        if (!bits) return;
+        alignas(64) std::int32_t bin[lanes];
+        alignas(64) std::uint64_t w[lanes];
+        for (std::size_t k = 0; k < regs; ++k)
+          reg::store_i(bin + k * width, reg::cvtt(reg::max(b.r[k], zero)));
+        const lane_array ev = to_lanes(e);
+        for (std::size_t l = 0; l < lanes; ++l) w[l] = weight(ev.v[l]);  // (a loop the compiler vectorizes)
+        // Lane l adds into table l % ways: neighbours that share a bin do not wait on each other's
+        // add through memory.
+        if (bits == ~std::uint64_t{0} >> (64 - lanes)) {
+          for (std::size_t l = 0; l < lanes; ++l) part[l % ways][bin[l]] += w[l];
+        } else {
+          for (; bits; bits &= bits - 1) {
+            const auto l = static_cast<std::size_t>(std::countr_zero(bits));
+            part[l % ways][bin[l]] += w[l];
+          }
+        }
+      });
+      lumped += total(acc);
+    }
+    for (const auto& t : part)
+      for (std::size_t b = 0; b < lump; ++b) mass[b] += t[b];
   }
+  mass[lump] += lumped;
+  return own;
 }
 
 // top-n-sigma's sums in double over the candidates (logits above -inf; NaN is none): lane j of
@@ -293,11 +339,9 @@ void log_softmax_store(const T* x, std::size_t n, float max, float lse, float* o
   }
 }
 
-// The first index whose running weight sum exceeds `point` (< the total), given the block sums
-// exp_sum wrote; -1 if there is none (point >= total).
-template <logit_type T>
-std::int64_t pick(const T* x, std::size_t n, float shift, float scale, const std::uint64_t* blocks,
-                  wsum point, float* scratch) noexcept {
+template <bool Window, logit_type T>
+NUCLEUS_INLINE std::int64_t pick_over(const T* x, std::size_t n, float shift, float scale, float lo, float hi,
+                                      const std::uint64_t* blocks, wsum point, float* scratch) noexcept {
   const std::size_t nb = (n + block_elems - 1) / block_elems;
   wsum before = 0;
   std::size_t b = 0;
@@ -310,10 +354,28 @@ std::int64_t pick(const T* x, std::size_t n, float shift, float scale, const std
   const std::size_t len = n - b0 < block_elems ? n - b0 : block_elems;
   exp_store(x + b0, len, shift, scale, scratch);
   for (std::size_t j = 0; j < len; ++j) {
+    if constexpr (Window) {
+      const float v = to_float(x[b0 + j]);
+      if (!(v >= lo && v <= hi)) continue;  // weight 0, as exp_sum_in counted it
+    }
     before += weight(scratch[j]);
     if (before > point) return static_cast<std::int64_t>(b0 + j);
   }
   return -1;  // unreachable: the block's weights add up to its sum
+}
+
+// The first index whose running weight sum exceeds `point` (< the total), given the block sums
+// exp_sum wrote; -1 if there is none (point >= total).
+template <logit_type T>
+std::int64_t pick(const T* x, std::size_t n, float shift, float scale, const std::uint64_t* blocks,
+                  wsum point, float* scratch) noexcept {
+  return pick_over<false>(x, n, shift, scale, 0.0f, 0.0f, blocks, point, scratch);
+}
+// ... counting only the logits in [lo, hi], given exp_sum_in's block sums.
+template <logit_type T>
+std::int64_t pick_in(const T* x, std::size_t n, float shift, float scale, float lo, float hi,
+                     const std::uint64_t* blocks, wsum point, float* scratch) noexcept {
+  return pick_over<true>(x, n, shift, scale, lo, hi, blocks, point, scratch);
 }
 
 #endif  // NUCLEUS_TARGET_ISA

@@ -488,7 +488,8 @@ class shard_sampler {
     std::vector<detail::wsum>& h = out().hist;
     h.assign(detail::hist_bins, 0);
     visit_pre([&](const auto* x) {
-      detail::mass_histogram(x, row_.pre_n, row_.max, plan_.inv_cut, -detail::top_p_bins_per_unit, h.data());
+      detail::mass_histogram(x, row_.pre_n, row_.max, plan_.inv_cut, -detail::top_p_bins_per_unit,
+                             static_cast<std::uint32_t>(detail::hist_bins - 1), h.data());
     });
     while (!h.empty() && h.back() == 0) h.pop_back();  // empty bins past the last used one are not sent
     row_.at = phase::hist;

@@ -76,9 +76,12 @@ struct kernel_table {
   void (*masked_widen)(const T*, std::size_t, const std::uint32_t*, float*) noexcept;
   void (*log_softmax_store)(const T*, std::size_t, float, float, float*) noexcept;
   moment_totals (*moment_sums)(const T*, std::size_t, float, float, float*) noexcept;
-  void (*mass_histogram)(const T*, std::size_t, float, float, float, wsum*) noexcept;
+  std::size_t (*mass_histogram)(const T*, std::size_t, float, float, float, std::uint32_t, wsum*) noexcept;
   std::size_t (*candidate_sums)(const T*, std::size_t, double*) noexcept;
   void (*candidate_squares)(const T*, std::size_t, double, double*) noexcept;
+  wsum (*exp_sum_in)(const T*, std::size_t, float, float, float, float, std::uint64_t*) noexcept;
+  std::int64_t (*pick_in)(const T*, std::size_t, float, float, float, float, const std::uint64_t*, wsum,
+                          float*) noexcept;
 };
 
 }  // namespace nucleus::detail
@@ -86,18 +89,19 @@ struct kernel_table {
 // NUCLEUS_TARGET_BODY(ns): the table of a target's kernels, compiled inside nucleus::detail::ns. It
 // is a function template, not a variable, so that NUCLEUS_EXTERN_KERNELS can keep its instantiation
 // (and with it every kernel of that target) out of a translation unit.
-#define NUCLEUS_TARGET_BODY(ns)                                                           \
-  namespace nucleus::detail::ns {                                                         \
-  template <logit_type T>                                                                 \
-  const kernel_table<T>& table() noexcept {                                               \
-    static constexpr kernel_table<T> t{                                                   \
-        &max_value<T>,    &argmax<T>,         &count_greater<T>,  &exp_sum<T>,            \
-        &exp_store<T>,    &pick<T>,           &compact_ge<T>,     &select_top_k<T>,       \
-        &collect_ties<T>, &collect_bin<T>,    &masked_widen<T>,   &log_softmax_store<T>,  \
-        &moment_sums<T>,  &mass_histogram<T>, &candidate_sums<T>, &candidate_squares<T>}; \
-    return t;                                                                             \
-  }                                                                                       \
-  NUCLEUS_KERNELS_EXTERN_DECLARATIONS                                                     \
+#define NUCLEUS_TARGET_BODY(ns)                                                                          \
+  namespace nucleus::detail::ns {                                                                        \
+  template <logit_type T>                                                                                \
+  const kernel_table<T>& table() noexcept {                                                              \
+    static constexpr kernel_table<T> t{&max_value<T>,         &argmax<T>,         &count_greater<T>,     \
+                                       &exp_sum<T>,           &exp_store<T>,      &pick<T>,              \
+                                       &compact_ge<T>,        &select_top_k<T>,   &collect_ties<T>,      \
+                                       &collect_bin<T>,       &masked_widen<T>,   &log_softmax_store<T>, \
+                                       &moment_sums<T>,       &mass_histogram<T>, &candidate_sums<T>,    \
+                                       &candidate_squares<T>, &exp_sum_in<T>,     &pick_in<T>};          \
+    return t;                                                                                            \
+  }                                                                                                      \
+  NUCLEUS_KERNELS_EXTERN_DECLARATIONS                                                                    \
   }
 
 // Compile time: every translation unit that samples compiles each target's kernels for each element
@@ -236,6 +240,11 @@ wsum exp_sum(const T* x, std::size_t n, float shift, float scale, std::uint64_t*
   return kernels<T>().exp_sum(x, n, shift, scale, blocks);
 }
 template <logit_type T>
+wsum exp_sum_in(const T* x, std::size_t n, float shift, float scale, float lo, float hi,
+                std::uint64_t* blocks) noexcept {
+  return kernels<T>().exp_sum_in(x, n, shift, scale, lo, hi, blocks);
+}
+template <logit_type T>
 void exp_store(const T* x, std::size_t n, float shift, float scale, float* out) noexcept {
   kernels<T>().exp_store(x, n, shift, scale, out);
 }
@@ -244,8 +253,9 @@ moment_totals moment_sums(const T* x, std::size_t n, float shift, float scale, f
   return kernels<T>().moment_sums(x, n, shift, scale, out);
 }
 template <logit_type T>
-void mass_histogram(const T* x, std::size_t n, float shift, float scale, float unit, wsum* mass) noexcept {
-  kernels<T>().mass_histogram(x, n, shift, scale, unit, mass);
+std::size_t mass_histogram(const T* x, std::size_t n, float shift, float scale, float unit,
+                           std::uint32_t lump, wsum* mass) noexcept {
+  return kernels<T>().mass_histogram(x, n, shift, scale, unit, lump, mass);
 }
 template <logit_type T>
 std::size_t candidate_sums(const T* x, std::size_t n, double* sums) noexcept {
@@ -259,6 +269,11 @@ template <logit_type T>
 std::int64_t pick(const T* x, std::size_t n, float shift, float scale, const std::uint64_t* blocks,
                   wsum point, float* scratch) noexcept {
   return kernels<T>().pick(x, n, shift, scale, blocks, point, scratch);
+}
+template <logit_type T>
+std::int64_t pick_in(const T* x, std::size_t n, float shift, float scale, float lo, float hi,
+                     const std::uint64_t* blocks, wsum point, float* scratch) noexcept {
+  return kernels<T>().pick_in(x, n, shift, scale, lo, hi, blocks, point, scratch);
 }
 template <logit_type T>
 std::size_t compact_ge(const T* x, const std::int32_t* ids, std::size_t n, float shift, float scale,

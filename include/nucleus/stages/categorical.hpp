@@ -19,20 +19,32 @@ sample_result draw(row_state& s, draw_key key, plan<P> = {}) noexcept {
   if (!s.live()) return s.fail();
   const float inv = s.inv_temperature();
   workspace& ws = s.ws();
-  const detail::wsum w =
-      s.visit([&](const auto* x) { return detail::exp_sum(x, s.size(), mx, inv, ws.blocks.data()); });
+  // A pending window (core/row_state.hpp) is read in place: the logits outside it weigh 0, so the
+  // total and the running sums are those of the compacted candidates, in the same order.
+  const bool window = s.window_pending();
+  const float lo = s.window_lo(), hi = s.window_hi();
+  const std::size_t n = s.stored_size();
+  const detail::wsum w = s.visit_stored([&](const auto* x) {
+    return window ? detail::exp_sum_in(x, n, mx, inv, lo, hi, ws.blocks.data())
+                  : detail::exp_sum(x, n, mx, inv, ws.blocks.data());
+  });
   s.set_draw_sum(detail::to_double(w));
   const detail::wsum point = detail::draw_point(key, w);
-  const auto i = s.visit([&](const auto* x) {
-    return detail::pick(x, s.size(), mx, inv, ws.blocks.data(), point, ws.block_scratch.data());
+  const auto i = s.visit_stored([&](const auto* x) {
+    return window ? detail::pick_in(x, n, mx, inv, lo, hi, ws.blocks.data(), point, ws.block_scratch.data())
+                  : detail::pick(x, n, mx, inv, ws.blocks.data(), point, ws.block_scratch.data());
   });
   if (i < 0) {  // the total was 0: not reachable (the maximum weighs 2^48), kept as a guard
     s.set_status(status::no_candidates);
     return s.fail();
   }
+  // (while windowed the row is dense: the index is the id)
   const auto at = static_cast<std::size_t>(i);
-  return {s.id(at), static_cast<float>(static_cast<double>(s.scaled(at)) - std::log(s.draw_sum())),
-          status::ok};
+  const float y =
+      window ? detail::scaled(s.visit_stored([&](const auto* x) { return to_float(x[at]); }), mx, inv)
+             : s.scaled(at);
+  return {window ? static_cast<std::int32_t>(at) : s.id(at),
+          static_cast<float>(static_cast<double>(y) - std::log(s.draw_sum())), status::ok};
 }
 
 struct categorical_stage : stage<categorical_stage> {

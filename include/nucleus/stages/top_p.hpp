@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <stdexcept>
 
 #include "nucleus/core/chain.hpp"
@@ -20,6 +21,8 @@ namespace detail {
 
 inline constexpr std::size_t top_p_sort_limit = 4096;  // below this many survivors, sort them outright
 inline constexpr float top_p_bins_per_unit = 32.0f;    // histogram resolution in scaled-logit units
+inline constexpr std::size_t top_p_sub_sort = 256;     // an edge bin this large is cut again ...
+inline constexpr std::size_t top_p_sub_bins = 64;      // ... into this many sub-bins, before a sort
 
 // Walks rank keys in order from mass `before`; returns the index of the last kept token (the one
 // whose weight takes the running mass to `bound` or past it).
@@ -32,6 +35,36 @@ inline std::size_t walk_cut(const std::uint64_t* keys, std::size_t n, wsum befor
     before += weight(exp_scalar(scaled(key_value(keys[i]), shift, scale)));
   }
   return cut;
+}
+
+// A large edge bin is cut again, into top_p_sub_bins sub-bins on the same float bin value b
+// (sub = trunc((b - edge) * top_p_sub_bins): b - edge is exact, and the sub-bin is monotone in the
+// logit, so equal logits share one): moves the members of the sub-bin where the running mass reaches
+// `bound` to the front of keys, and returns their count and the mass before them. A small bin is
+// left whole.
+struct edge_part {
+  std::size_t members;
+  wsum before;
+};
+inline edge_part refine_edge(std::uint64_t* keys, std::size_t members, wsum before, wsum bound, float shift,
+                             float scale, float unit, float edge) noexcept {
+  if (members <= top_p_sub_sort) return {members, before};
+  constexpr auto subs = static_cast<float>(top_p_sub_bins);
+  auto sub = [&](float v) {
+    const float d = (scaled(v, shift, scale) * unit - edge) * subs;
+    return d < subs - 1.0f ? static_cast<std::size_t>(d) : top_p_sub_bins - 1;
+  };
+  wsum mass[top_p_sub_bins] = {};
+  for (std::size_t m = 0; m < members; ++m) {
+    const float v = key_value(keys[m]);
+    mass[sub(v)] += weight(exp_scalar(scaled(v, shift, scale)));
+  }
+  std::size_t at = 0;
+  while (at + 1 < top_p_sub_bins && before + mass[at] < bound) before += mass[at++];
+  std::size_t front = 0;
+  for (std::size_t m = 0; m < members; ++m)
+    if (sub(key_value(keys[m])) == at) std::swap(keys[front++], keys[m]);
+  return {front, before};
 }
 
 }  // namespace detail
@@ -55,12 +88,11 @@ struct top_p_stage : stage<top_p_stage> {
     if (floor_key == 0) return;
     const float inv = s.inv_temperature();
     workspace& ws = s.ws();
-    const detail::wsum total =
-        s.visit([&](const auto* x) { return detail::exp_sum(x, s.size(), mx, inv, nullptr); });
-    const detail::wsum bound = detail::mass_bound(top_p, total);  // keep while the mass before < p * total
-
     if constexpr (P.may_be_sorted) {
       if (s.sorted()) {  // after top_k: walk the prefix, no sort, no histogram
+        const detail::wsum total =
+            s.visit([&](const auto* x) { return detail::exp_sum(x, s.size(), mx, inv, nullptr); });
+        const detail::wsum bound = detail::mass_bound(top_p, total);
         detail::wsum before = 0;
         std::size_t keep = 0;
         while (keep < s.size() && before < bound)
@@ -70,40 +102,79 @@ struct top_p_stage : stage<top_p_stage> {
       }
     }
 
-    // Tokens whose weight is below (1 - p) * z / (2 n) cannot be reached: all of them together hold
-    // less than the (1 - p) share the cut leaves out. One compaction drops them.
-    const double z = detail::to_double(total);
-    const double floor_w = (1.0 - static_cast<double>(top_p)) * z / (2.0 * static_cast<double>(s.size()));
-    float reachable = static_cast<float>(std::log(floor_w));
-    if (min_keep > 1) reachable = std::min(reachable, detail::scaled(detail::key_value(floor_key), mx, inv));
-    s.keep_scaled_at_least(mx, inv, reachable);
-
-    const std::size_t n = s.size();
-    const float* v = s.logits();
+    std::size_t n = s.size();
     std::uint64_t* keys = ws.keys.ensure(n);
     std::size_t cut, listed;  // the cut's index in keys[0, listed), which hold every tie of its value
     if (n <= detail::top_p_sort_limit) {
+      const detail::wsum total =
+          s.visit([&](const auto* x) { return detail::exp_sum(x, n, mx, inv, nullptr); });
+      const detail::wsum bound = detail::mass_bound(top_p, total);
+      if (s.dense())
+        s.keep_scaled_at_least(0.0f, 1.0f, -std::numeric_limits<float>::max());  // float, no -inf
+      n = s.size();
+      const float* v = s.logits();
       for (std::size_t i = 0; i < n; ++i) keys[i] = detail::rank_key(v[i], s.id(i));
       std::sort(keys, keys + n, std::greater<>{});
       cut = detail::walk_cut(keys, n, 0, bound, mx, inv);
       listed = n;
     } else {
-      // Histogram of mass over scaled-logit bins (bin 0 holds the most likely tokens), then only the
-      // bin where the cumulative mass crosses p is sorted.
+      // Tokens whose weight is below (1 - p) * z / (2 n) cannot be reached: all of them together hold
+      // less than the (1 - p) share the cut leaves out. The total z is at least 1 (the maximum's
+      // weight), so a first bound needs no exp: a peaked row has few tokens above it, a flat one many.
+      double reach = std::log((1.0 - static_cast<double>(top_p)) / (2.0 * static_cast<double>(n)));
+      if (min_keep > 1)
+        reach = std::min(reach, static_cast<double>(detail::scaled(detail::key_value(floor_key), mx, inv)));
+      const float reach_x = mx + static_cast<float>(reach - 0.0625) / inv;  // (a margin for the roundings)
+      const std::size_t reachable =
+          s.visit([&](const auto* x) { return detail::count_greater(x, n, reach_x); });
+      const float neg_unit = -detail::top_p_bins_per_unit;
       detail::wsum* mass = ws.hist_mass.data();
       std::fill(mass, mass + detail::hist_bins, detail::wsum{0});
-      const float neg_unit = -detail::top_p_bins_per_unit;
-      detail::mass_histogram(v, n, mx, inv, neg_unit, mass);
-      const auto [edge, before] = detail::find_edge_bin(mass, detail::hist_bins, bound);
-      if (edge == detail::hist_bins) return;  // unreachable (the bins hold the total): a guard
+      detail::wsum total = 0, bound = 0;
+      std::uint32_t lump = detail::hist_bins - 1;
+      if (reachable * 4 <= n) {
+        // Peaked: the total, then the tokens reachable under it copied out (few), and their histogram.
+        total = s.visit([&](const auto* x) { return detail::exp_sum(x, n, mx, inv, nullptr); });
+        const double floor_w =
+            (1.0 - static_cast<double>(top_p)) * detail::to_double(total) / (2.0 * static_cast<double>(n));
+        float reach_y = static_cast<float>(std::log(floor_w));
+        if (min_keep > 1) reach_y = std::min(reach_y, detail::scaled(detail::key_value(floor_key), mx, inv));
+        s.keep_scaled_at_least(mx, inv, reach_y);
+        n = s.size();
+        detail::mass_histogram(s.logits(), n, mx, inv, neg_unit, lump, mass);
+      } else {
+        // Flat: one pass gives the total and the histogram; the bins past the first bound (with a
+        // margin of two) share one, whose weights add in registers (mass_histogram's lump).
+        const double lump_at = -reach * static_cast<double>(detail::top_p_bins_per_unit) + 2.0;
+        lump = static_cast<std::uint32_t>(std::min(lump_at, static_cast<double>(lump)));
+        s.visit([&](const auto* x) { return detail::mass_histogram(x, n, mx, inv, neg_unit, lump, mass); });
+        for (std::uint32_t b = 0; b <= lump; ++b) total += mass[b];
+      }
+      bound = detail::mass_bound(top_p, total);
+      // The cut falls in the first bin where the running mass reaches p of the total (bin 0 holds the
+      // most likely tokens).
+      const auto [edge, before] = detail::find_edge_bin(mass, lump + 1, bound);
+      if (edge > lump) return;  // unreachable (the bins hold the total): a guard
       // The edge bin's members, found with SIMD compares on the same float bin value as above:
-      // bin == edge <=> edge <= b < edge + 1 (the last bin takes everything beyond).
-      const float hi = edge + 1 < detail::hist_bins ? static_cast<float>(edge + 1) : detail::inf();
-      const std::size_t members =
-          detail::collect_bin(v, s.ids_or_null(), n, mx, inv, neg_unit, static_cast<float>(edge), hi, keys);
-      std::sort(keys, keys + members, std::greater<>{});
-      cut = detail::walk_cut(keys, members, before, bound, mx, inv);
-      listed = members;  // equal values share a bin, so the edge bin holds all of the cut's ties
+      // bin == edge <=> edge <= b < edge + 1 (the last or lumped bin takes everything beyond).
+      const float hi = edge < lump ? static_cast<float>(edge + 1) : detail::inf();
+      const std::int32_t* ids = s.ids_or_null();
+      const auto lo = static_cast<float>(edge);  // (a lambda may not capture a structured binding)
+      const std::size_t members = s.visit(
+          [&](const auto* x) { return detail::collect_bin(x, ids, n, mx, inv, neg_unit, lo, hi, keys); });
+      const auto [first, first_before] =
+          detail::refine_edge(keys, members, before, bound, mx, inv, neg_unit, lo);
+      std::sort(keys, keys + first, std::greater<>{});
+      cut = detail::walk_cut(keys, first, first_before, bound, mx, inv);
+      listed = first;  // equal values share a bin and a sub-bin: these hold all of the cut's ties
+      const float cut_v = detail::key_value(keys[cut]);
+      if (keys[cut] <= floor_key && s.dense() &&
+          (cut + 1 == listed || detail::key_value(keys[cut + 1]) != cut_v)) {
+        // A plain logit threshold on a flat dense row: it stays pending on the row instead of a copy
+        // of most of it (core/row_state.hpp: the draw reads it in place).
+        s.keep_window(cut_v, detail::inf());
+        return;
+      }
     }
     if (keys[cut] > floor_key) {  // min_keep reaches past the cut
       detail::keep_rank_floor(s, floor_key);

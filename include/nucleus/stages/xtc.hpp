@@ -54,10 +54,9 @@ struct xtc_stage : stage<xtc_stage> {
     const std::int32_t lid = detail::key_id(last);
     if (low_count == 1) {
       // No other token ties with the last one (equal logits weigh the same, so all of them were
-      // counted): keep the candidates with logit <= lv, two SIMD compactions (-lv >= -x is exact;
-      // the first drops -inf and NaN, which the second would keep).
-      s.keep_scaled_at_least(0.0f, 1.0f, -std::numeric_limits<float>::max());
-      s.keep_scaled_at_least(0.0f, -1.0f, -lv);
+      // counted): keep the candidates with logit <= lv, whose largest is lv itself. XTC drops a few
+      // tokens and keeps the rest, so a dense row keeps them as a window (core/row_state.hpp).
+      s.keep_window(-std::numeric_limits<float>::max(), lv, lv);
       return;
     }
     s.keep_if([&](float x, std::int32_t id) { return x < lv || (x == lv && id >= lid); });
