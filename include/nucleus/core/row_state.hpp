@@ -29,7 +29,8 @@ class row_state {
     ws.reserve(row.size());
   }
 
-  // visit() and (stored_size()) the row's length without applying the window: for the kernels that read it in place.
+  // visit(), and stored_size() the row's length, without applying a pending window: for the kernels
+  // that read it in place.
   template <class F>
   decltype(auto) visit_stored(F&& f) const {
     if (vals_ || src_type_ == logit_dtype::f32) return f(vals_);
