@@ -77,7 +77,7 @@ struct tally {
 template <class T>
 void compare(tally& t, const std::vector<T>& row, float temp, const auto& stage, const auto& after) {
   nc::workspace ws_a, ws_b;
-  for (std::uint64_t pos = 0; pos < 12; ++pos) {
+  for (std::uint64_t pos = 0; pos < 8; ++pos) {
     const nc::draw_key key{0x3A1D0, pos};
     if (pos == 0) t.windows += leaves_window(row, stage, temp, key);
     auto in_place = nc::temperature(temp) | stage | after | nc::categorical();
@@ -102,7 +102,7 @@ template <class T>
 tally run(std::uint64_t seed) {
   std::mt19937_64 g(seed);
   tally t;
-  for (std::size_t V : {5000u, 32000u, 151936u}) {
+  for (std::size_t V : {5000u, 32000u}) {
     for (int rep = 0; rep < 3; ++rep) {
       const std::vector<T> row = flat_row<T>(V, g);
       for (float temp : {1.0f, 2.0f, 4.0f}) {
@@ -127,8 +127,8 @@ TEST_CASE("a pending window draws what the copy draws: float rows", "[core][wind
   const tally t = run<float>(0x517D);
   INFO("windows left " << t.windows << ", draws " << t.draws << ", mismatches " << t.mismatches);
   CHECK(t.mismatches == 0);
-  CHECK(t.draws == 3 * 3 * 3 * (9 + 6) * 12);
-  CHECK(t.windows >= 40);  // the window path is taken, not only the copy (58 when written)
+  CHECK(t.draws == 2 * 3 * 3 * (9 + 6) * 8);
+  CHECK(t.windows >= 40);  // the window path is taken, not only the copy (42 to 52 when written)
 }
 
 TEST_CASE("a pending window draws what the copy draws: bf16 and f16 rows", "[core][window]") {
