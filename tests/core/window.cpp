@@ -58,7 +58,7 @@ std::vector<T> flat_row(std::size_t V, std::mt19937_64& g) {
 }
 
 template <class T, class Stage>
-bool leaves_window(const std::vector<T>& row, const Stage& stage, float T_, nc::draw_key key) {
+int leaves_window(const std::vector<T>& row, const Stage& stage, float T_, nc::draw_key key) {
   nc::workspace ws;
   nc::row_state s(std::span<const T>(row), ws);
   nc::temperature(T_).apply(s);
@@ -67,11 +67,11 @@ bool leaves_window(const std::vector<T>& row, const Stage& stage, float T_, nc::
   } else {
     stage.apply(s);
   }
-  return s.window_pending();
+  return s.window_pending() ? (s.lent_exps() ? 2 : 1) : 0;
 }
 
 struct tally {
-  int windows = 0, draws = 0, mismatches = 0;
+  int windows = 0, lent = 0, draws = 0, mismatches = 0;
 };
 
 template <class T>
@@ -79,7 +79,11 @@ void compare(tally& t, const std::vector<T>& row, float temp, const auto& stage,
   nc::workspace ws_a, ws_b;
   for (std::uint64_t pos = 0; pos < 8; ++pos) {
     const nc::draw_key key{0x3A1D0, pos};
-    if (pos == 0) t.windows += leaves_window(row, stage, temp, key);
+    if (pos == 0) {
+      const int w = leaves_window(row, stage, temp, key);
+      t.windows += w > 0;
+      t.lent += w == 2;  // with the stage's stored exp values lent to the draw
+    }
     auto in_place = nc::temperature(temp) | stage | after | nc::categorical();
     auto copied = nc::temperature(temp) | stage | settle_stage{} | after | nc::categorical();
     const nc::sample_result a = in_place(std::span<const T>(row), ws_a, key);
@@ -125,17 +129,21 @@ tally run(std::uint64_t seed) {
 
 TEST_CASE("a pending window draws what the copy draws: float rows", "[core][window]") {
   const tally t = run<float>(0x517D);
-  INFO("windows left " << t.windows << ", draws " << t.draws << ", mismatches " << t.mismatches);
+  INFO("windows left " << t.windows << " (" << t.lent << " lending exps), draws " << t.draws
+                       << ", mismatches " << t.mismatches);
   CHECK(t.mismatches == 0);
   CHECK(t.draws == 2 * 3 * 3 * (9 + 6) * 8);
+  CHECK(t.lent >= 10);
   CHECK(t.windows >= 40);  // the window path is taken, not only the copy (42 to 52 when written)
 }
 
 TEST_CASE("a pending window draws what the copy draws: bf16 and f16 rows", "[core][window]") {
   for (const tally& t : {run<nc::bf16>(0x517E), run<nc::f16>(0x517F)}) {
-    INFO("windows left " << t.windows << ", draws " << t.draws << ", mismatches " << t.mismatches);
+    INFO("windows left " << t.windows << " (" << t.lent << " lending exps), draws " << t.draws
+                         << ", mismatches " << t.mismatches);
     CHECK(t.mismatches == 0);
     CHECK(t.windows >= 40);
+    CHECK(t.lent >= 10);
   }
 }
 

@@ -213,6 +213,39 @@ void check_row(const std::vector<T>& x, std::size_t& checked) {
           if (run > point) want = static_cast<std::int64_t>(i);
         }
         CHECK(k.pick_in(x.data(), n, shift, scale, lo, hi, bw.data(), point, e1.data()) == want);
+        // ... and the same from stored exp values (exp_sum_store's), without an exp.
+        std::vector<std::uint64_t> bc(blocks + 1);
+        CHECK(k.cached_sum_in(x.data(), e0.data(), n, lo, hi, bc.data()) == got);
+        CHECK(std::equal(bw.begin(), bw.begin() + static_cast<std::ptrdiff_t>(blocks), bc.begin()));
+        CHECK(k.cached_pick_in(x.data(), e0.data(), n, lo, hi, bc.data(), point) == want);
+      }
+    }
+    // exp_sum_store: exp_sum's total and exp_store's values in one pass.
+    {
+      std::vector<float> es(n + d::compact_slack);
+      CHECK(k.exp_sum_store(x.data(), n, shift, scale, es.data()) == total);
+      CHECK(std::equal(es.begin(), es.begin() + static_cast<std::ptrdiff_t>(n), e0.begin()));
+    }
+    // cached_band: the weight of the logits whose float bin value lies below lo, and the rank keys
+    // (id = index) of those in [lo, hi), in order, at most cap of them, all counted.
+    for (const auto [lo, hi] : {std::pair{0.0f, 1.0f}, std::pair{3.0f, 40.0f}, std::pair{0.0f, inf}}) {
+      const float unit = -32.0f;
+      d::wsum want_before = 0;
+      std::vector<std::uint64_t> want;
+      for (std::size_t i = 0; i < n; ++i) {
+        const float b = d::scaled(at(x, i), shift, scale) * unit;
+        if (b < lo) want_before += d::weight(e0[i]);
+        if (b >= lo && b < hi) want.push_back(d::rank_key(at(x, i), static_cast<std::int32_t>(i)));
+      }
+      for (std::size_t cap : {n, std::size_t{2}}) {
+        std::vector<std::uint64_t> keys(n + 1);
+        d::wsum before = 0;
+        const std::size_t m =
+            k.cached_band(x.data(), e0.data(), n, shift, scale, unit, lo, hi, keys.data(), cap, &before);
+        CHECK(before == want_before);
+        CHECK(m == want.size());
+        const std::size_t kept = std::min(m, cap);
+        CHECK(std::equal(want.begin(), want.begin() + static_cast<std::ptrdiff_t>(kept), keys.begin()));
       }
     }
     // candidate_sums, candidate_squares: eight partial sums in double, logit i into sum i % 8 in

@@ -82,6 +82,7 @@ class row_state {
   // A 1/T that overflows float (T below ~3e-39, or a product of temperatures) is the T -> 0 limit:
   // greedy.
   void scale_inv_temperature(float f) noexcept {
+    exps_ = nullptr;
     inv_temp_ *= f;
     if (!(inv_temp_ <= std::numeric_limits<float>::max())) greedy_ = true;
   }
@@ -136,11 +137,18 @@ class row_state {
       win_lo_ = lo;
       win_hi_ = hi;
     }
+    exps_ = nullptr;
     if (max_kept) return;
     has_max_ = max_in == max_in;
     if (has_max_) max_ = max_in;
   }
   bool window_pending() const noexcept { return windowed_; }
+  // While a window is pending, a stage that has stored exp((x - max) * inv) for every logit of the
+  // row (at the current maximum and temperature, as the packs' exp gives it) may lend them to the
+  // draw, which then needs no exp pass. Any change to the row, the maximum or the temperature drops
+  // them.
+  void lend_exps(const float* e) noexcept { exps_ = windowed_ ? e : nullptr; }
+  const float* lent_exps() const noexcept { return windowed_ ? exps_ : nullptr; }
   float window_lo() const noexcept { return win_lo_; }
   float window_hi() const noexcept { return win_hi_; }
   std::size_t stored_size() const noexcept { return n_; }
@@ -240,6 +248,7 @@ class row_state {
   void settle() const noexcept {
     if (!windowed_) return;
     windowed_ = false;
+    exps_ = nullptr;
     compact_window(win_lo_, win_hi_);
   }
 
@@ -258,6 +267,7 @@ class row_state {
   bool greedy_ = false;
   bool sorted_ = false;
   mutable bool windowed_ = false;
+  mutable const float* exps_ = nullptr;  // lend_exps()
   float win_lo_ = 0.0f, win_hi_ = 0.0f;
   nucleus::status status_ = nucleus::status::ok;
 };

@@ -88,9 +88,9 @@ NUCLEUS_INLINE fpack in_window(const fpack& v, const fpack& lo, const fpack& hi,
   return v;
 }
 
-template <bool Window, logit_type T>
+template <bool Window, bool Store = false, logit_type T>
 NUCLEUS_INLINE wsum exp_sum_over(const T* x, std::size_t n, float shift, float scale, float lo, float hi,
-                                 std::uint64_t* blocks) noexcept {
+                                 std::uint64_t* blocks, float* out = nullptr) noexcept {
   static_assert(block_elems / lanes <= 64, "the weight accumulators hold 64 packs");
   const fpack sh = splat(shift), sc = splat(scale), lv = splat(lo), hv = splat(hi), ninf = splat(-inf());
   wsum sum = 0;
@@ -99,8 +99,17 @@ NUCLEUS_INLINE wsum exp_sum_over(const T* x, std::size_t n, float shift, float s
     const std::size_t len = n - b0 < block_elems ? n - b0 : block_elems;
     clear(acc);
     // Padding lanes hold -inf, whose exp is 0: it adds nothing.
-    for_each_pack(x + b0, len, -inf(), [&](const fpack& v, std::size_t) NUCLEUS_LAMBDA_INLINE {
-      accumulate(acc, exp(scaled(in_window<Window>(v, lv, hv, ninf), sh, sc)));
+    for_each_pack(x + b0, len, -inf(), [&](const fpack& v, std::size_t i) NUCLEUS_LAMBDA_INLINE {
+      const fpack e = exp(scaled(in_window<Window>(v, lv, hv, ninf), sh, sc));
+      accumulate(acc, e);
+      if constexpr (Store) {
+        if (len - i >= lanes) {
+          store(out + b0 + i, e);
+        } else {
+          const lane_array a = to_lanes(e);
+          for (std::size_t l = 0; l < len - i; ++l) out[b0 + i + l] = a.v[l];
+        }
+      }
     });
     const std::uint64_t s = total(acc);
     if (blocks) blocks[bi] = s;
@@ -114,6 +123,11 @@ NUCLEUS_INLINE wsum exp_sum_over(const T* x, std::size_t n, float shift, float s
 template <logit_type T>
 wsum exp_sum(const T* x, std::size_t n, float shift, float scale, std::uint64_t* blocks) noexcept {
   return exp_sum_over<false>(x, n, shift, scale, 0.0f, 0.0f, blocks);
+}
+// ... and out[i] = exp((x[i] - shift) * scale), the values whose weights it adds.
+template <logit_type T>
+wsum exp_sum_store(const T* x, std::size_t n, float shift, float scale, float* out) noexcept {
+  return exp_sum_over<false, true>(x, n, shift, scale, 0.0f, 0.0f, nullptr, out);
 }
 // ... of the logits in [lo, hi] only.
 template <logit_type T>
@@ -337,6 +351,100 @@ void log_softmax_store(const T* x, std::size_t n, float max, float lse, float* o
     const float v = to_float(x[i]);
     out[i] = v == v ? (v - max) - lse : -inf();
   }
+}
+
+// --- over exp values already stored (exp_sum_store's out: e[i] = exp(y_i)) ------------------------
+
+// The sum of the weights of e[i] for the logits x[i] in [lo, hi], and each block's own sum (as
+// exp_sum_in, without an exp).
+template <logit_type T>
+wsum cached_sum_in(const T* x, const float* e, std::size_t n, float lo, float hi,
+                   std::uint64_t* blocks) noexcept {
+  static_assert(block_elems / lanes <= 64, "the weight accumulators hold 64 packs");
+  const fpack lv = splat(lo), hv = splat(hi), zero = splat(0.0f);
+  wsum sum = 0;
+  weight_acc acc;
+  for (std::size_t b0 = 0, bi = 0; b0 < n; b0 += block_elems, ++bi) {
+    const std::size_t len = n - b0 < block_elems ? n - b0 : block_elems;
+    clear(acc);
+    std::size_t i = 0;
+    for (; i + lanes <= len; i += lanes) {
+      const fpack v = load(x + b0 + i);
+      accumulate(acc, select(ge(v, lv), select(ge(hv, v), load(e + b0 + i), zero), zero));
+    }
+    std::uint64_t tail = 0;
+    for (; i < len; ++i) {
+      const float v = to_float(x[b0 + i]);
+      tail += v >= lo && v <= hi ? weight(e[b0 + i]) : 0;
+    }
+    const std::uint64_t s = total(acc) + tail;
+    blocks[bi] = s;
+    sum += s;
+  }
+  return sum;
+}
+
+// As pick_in, reading the weights from e.
+template <logit_type T>
+std::int64_t cached_pick_in(const T* x, const float* e, std::size_t n, float lo, float hi,
+                            const std::uint64_t* blocks, wsum point) noexcept {
+  const std::size_t nb = (n + block_elems - 1) / block_elems;
+  wsum before = 0;
+  std::size_t b = 0;
+  for (; b < nb; ++b) {
+    if (before + blocks[b] > point) break;
+    before += blocks[b];
+  }
+  if (b == nb) return -1;
+  const std::size_t b0 = b * block_elems;
+  const std::size_t end = n - b0 < block_elems ? n : b0 + block_elems;
+  for (std::size_t i = b0; i < end; ++i) {
+    const float v = to_float(x[i]);
+    if (!(v >= lo && v <= hi)) continue;
+    before += weight(e[i]);
+    if (before > point) return static_cast<std::int64_t>(i);
+  }
+  return -1;  // unreachable: the block's weights add up to its sum
+}
+
+// top-p's band: with b = (x[i] - shift) * scale * unit (the histogram's float bin value), the sum of
+// the weights of e[i] for b < lo (the tokens ranked before the band), and the rank keys (id = index)
+// of those with lo <= b < hi, at most `cap` of them; returns how many there are (all counted).
+template <logit_type T>
+std::size_t cached_band(const T* x, const float* e, std::size_t n, float shift, float scale, float unit,
+                        float lo, float hi, std::uint64_t* keys, std::size_t cap, wsum* before) noexcept {
+  const fpack sh = splat(shift), sc = splat(scale), nu = splat(unit), lo_v = splat(lo), hi_v = splat(hi),
+              zero = splat(0.0f);
+  std::size_t members = 0;
+  wsum sum = 0;
+  weight_acc acc;
+  for (std::size_t b0 = 0; b0 < n; b0 += block_elems) {
+    const std::size_t len = n - b0 < block_elems ? n - b0 : block_elems;
+    clear(acc);
+    std::size_t i = 0;
+    for (; i + lanes <= len; i += lanes) {
+      const fpack b = mul(scaled(load(x + b0 + i), sh, sc), nu);
+      accumulate(acc, select(gt(lo_v, b), load(e + b0 + i), zero));
+      for (std::uint64_t bits = mask_bits(ge(b, lo_v)) & mask_bits(gt(hi_v, b)); bits; bits &= bits - 1) {
+        const std::size_t k = b0 + i + static_cast<std::size_t>(std::countr_zero(bits));
+        if (members < cap) keys[members] = rank_key(to_float(x[k]), static_cast<std::int32_t>(k));
+        ++members;
+      }
+    }
+    std::uint64_t tail = 0;
+    for (; i < len; ++i) {
+      const float v = to_float(x[b0 + i]);
+      const float b = ::nucleus::detail::scaled(v, shift, scale) * unit;
+      tail += b < lo ? weight(e[b0 + i]) : 0;
+      if (b >= lo && b < hi) {
+        if (members < cap) keys[members] = rank_key(v, static_cast<std::int32_t>(b0 + i));
+        ++members;
+      }
+    }
+    sum += total(acc) + tail;
+  }
+  *before = sum;
+  return members;
 }
 
 template <bool Window, logit_type T>

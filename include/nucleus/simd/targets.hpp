@@ -82,6 +82,12 @@ struct kernel_table {
   wsum (*exp_sum_in)(const T*, std::size_t, float, float, float, float, std::uint64_t*) noexcept;
   std::int64_t (*pick_in)(const T*, std::size_t, float, float, float, float, const std::uint64_t*, wsum,
                           float*) noexcept;
+  wsum (*exp_sum_store)(const T*, std::size_t, float, float, float*) noexcept;
+  wsum (*cached_sum_in)(const T*, const float*, std::size_t, float, float, std::uint64_t*) noexcept;
+  std::int64_t (*cached_pick_in)(const T*, const float*, std::size_t, float, float, const std::uint64_t*,
+                                 wsum) noexcept;
+  std::size_t (*cached_band)(const T*, const float*, std::size_t, float, float, float, float, float,
+                             std::uint64_t*, std::size_t, wsum*) noexcept;
 };
 
 }  // namespace nucleus::detail
@@ -89,19 +95,20 @@ struct kernel_table {
 // NUCLEUS_TARGET_BODY(ns): the table of a target's kernels, compiled inside nucleus::detail::ns. It
 // is a function template, not a variable, so that NUCLEUS_EXTERN_KERNELS can keep its instantiation
 // (and with it every kernel of that target) out of a translation unit.
-#define NUCLEUS_TARGET_BODY(ns)                                                                          \
-  namespace nucleus::detail::ns {                                                                        \
-  template <logit_type T>                                                                                \
-  const kernel_table<T>& table() noexcept {                                                              \
-    static constexpr kernel_table<T> t{&max_value<T>,         &argmax<T>,         &count_greater<T>,     \
-                                       &exp_sum<T>,           &exp_store<T>,      &pick<T>,              \
-                                       &compact_ge<T>,        &select_top_k<T>,   &collect_ties<T>,      \
-                                       &collect_bin<T>,       &masked_widen<T>,   &log_softmax_store<T>, \
-                                       &moment_sums<T>,       &mass_histogram<T>, &candidate_sums<T>,    \
-                                       &candidate_squares<T>, &exp_sum_in<T>,     &pick_in<T>};          \
-    return t;                                                                                            \
-  }                                                                                                      \
-  NUCLEUS_KERNELS_EXTERN_DECLARATIONS                                                                    \
+#define NUCLEUS_TARGET_BODY(ns)                                                            \
+  namespace nucleus::detail::ns {                                                          \
+  template <logit_type T>                                                                  \
+  const kernel_table<T>& table() noexcept {                                                \
+    static constexpr kernel_table<T> t{                                                    \
+        &max_value<T>,      &argmax<T>,         &count_greater<T>,  &exp_sum<T>,           \
+        &exp_store<T>,      &pick<T>,           &compact_ge<T>,     &select_top_k<T>,      \
+        &collect_ties<T>,   &collect_bin<T>,    &masked_widen<T>,   &log_softmax_store<T>, \
+        &moment_sums<T>,    &mass_histogram<T>, &candidate_sums<T>, &candidate_squares<T>, \
+        &exp_sum_in<T>,     &pick_in<T>,        &exp_sum_store<T>,  &cached_sum_in<T>,     \
+        &cached_pick_in<T>, &cached_band<T>};                                              \
+    return t;                                                                              \
+  }                                                                                        \
+  NUCLEUS_KERNELS_EXTERN_DECLARATIONS                                                      \
   }
 
 // Compile time: every translation unit that samples compiles each target's kernels for each element
@@ -243,6 +250,25 @@ template <logit_type T>
 wsum exp_sum_in(const T* x, std::size_t n, float shift, float scale, float lo, float hi,
                 std::uint64_t* blocks) noexcept {
   return kernels<T>().exp_sum_in(x, n, shift, scale, lo, hi, blocks);
+}
+template <logit_type T>
+wsum exp_sum_store(const T* x, std::size_t n, float shift, float scale, float* out) noexcept {
+  return kernels<T>().exp_sum_store(x, n, shift, scale, out);
+}
+template <logit_type T>
+wsum cached_sum_in(const T* x, const float* e, std::size_t n, float lo, float hi,
+                   std::uint64_t* blocks) noexcept {
+  return kernels<T>().cached_sum_in(x, e, n, lo, hi, blocks);
+}
+template <logit_type T>
+std::int64_t cached_pick_in(const T* x, const float* e, std::size_t n, float lo, float hi,
+                            const std::uint64_t* blocks, wsum point) noexcept {
+  return kernels<T>().cached_pick_in(x, e, n, lo, hi, blocks, point);
+}
+template <logit_type T>
+std::size_t cached_band(const T* x, const float* e, std::size_t n, float shift, float scale, float unit,
+                        float lo, float hi, std::uint64_t* keys, std::size_t cap, wsum* before) noexcept {
+  return kernels<T>().cached_band(x, e, n, shift, scale, unit, lo, hi, keys, cap, before);
 }
 template <logit_type T>
 void exp_store(const T* x, std::size_t n, float shift, float scale, float* out) noexcept {

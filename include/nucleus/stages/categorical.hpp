@@ -23,16 +23,21 @@ sample_result draw(row_state& s, draw_key key, plan<P> = {}) noexcept {
   // total and the running sums are those of the compacted candidates, in the same order.
   const bool window = s.window_pending();
   const float lo = s.window_lo(), hi = s.window_hi();
+  // A stage that stored the row's exp values may have lent them: then no exp is recomputed.
   const std::size_t n = s.stored_size();
+  const float* e = s.lent_exps();
+  std::uint64_t* blocks = ws.blocks.data();
   const detail::wsum w = s.visit_stored([&](const auto* x) {
-    return window ? detail::exp_sum_in(x, n, mx, inv, lo, hi, ws.blocks.data())
-                  : detail::exp_sum(x, n, mx, inv, ws.blocks.data());
+    if (!window) return detail::exp_sum(x, n, mx, inv, blocks);
+    return e ? detail::cached_sum_in(x, e, n, lo, hi, blocks) : detail::exp_sum_in(x, n, mx, inv, lo, hi, blocks);
   });
   s.set_draw_sum(detail::to_double(w));
   const detail::wsum point = detail::draw_point(key, w);
   const auto i = s.visit_stored([&](const auto* x) {
-    return window ? detail::pick_in(x, n, mx, inv, lo, hi, ws.blocks.data(), point, ws.block_scratch.data())
-                  : detail::pick(x, n, mx, inv, ws.blocks.data(), point, ws.block_scratch.data());
+    float* scratch = ws.block_scratch.data();
+    if (!window) return detail::pick(x, n, mx, inv, blocks, point, scratch);
+    return e ? detail::cached_pick_in(x, e, n, lo, hi, blocks, point)
+             : detail::pick_in(x, n, mx, inv, lo, hi, blocks, point, scratch);
   });
   if (i < 0) {  // the total was 0: not reachable (the maximum weighs 2^48), kept as a guard
     s.set_status(status::no_candidates);

@@ -67,6 +67,73 @@ inline edge_part refine_edge(std::uint64_t* keys, std::size_t members, wsum befo
   return {front, before};
 }
 
+// Flat top-p over a dense row whose exp values e[i] are stored (exp_sum_store): finds the cut without
+// a histogram of every logit. Every 16th run of 64 logits goes into a histogram on the float bin
+// value b (top_p_bins_per_unit per scaled-logit unit, as mass_histogram's); from the least likely
+// bin upward, the bin where 16 times the sampled mass reaches total - bound estimates the cut's
+// (from the bottom, as a few heavy tokens at the top, which a sample misses, do not move it). One
+// memory pass (cached_band) then gives the exact mass before a band of bins around the estimate and
+// the band's members; a cut outside the band moves the band (a few times at most). Returns the
+// number of keys at the front of `keys`, sorted, that hold the cut and all of its ties, with the cut's
+// index in *cut; 0 when no band held it (the caller falls back to the full histogram).
+template <class X>
+std::size_t sampled_cut(const X* x, const float* e, std::size_t n, float shift, float scale, wsum total,
+                        wsum bound, wsum* scratch_bins, std::uint64_t* keys, std::size_t* cut) noexcept {
+  constexpr std::uint32_t last = hist_bins - 1;
+  const float unit = -top_p_bins_per_unit;
+  std::fill(scratch_bins, scratch_bins + hist_bins, wsum{0});
+  for (std::size_t i0 = 0; i0 < n; i0 += 16 * 64) {
+    const std::size_t end = n - i0 < 64 ? n : i0 + 64;
+    for (std::size_t i = i0; i < end; ++i) {
+      const float b = scaled(to_float(x[i]), shift, scale) * unit;
+      if (!(e[i] > 0.0f)) continue;  // (weight 0: -inf, NaN, or below exp's range)
+      scratch_bins[b < static_cast<float>(last) ? static_cast<std::uint32_t>(b) : last] += weight(e[i]);
+    }
+  }
+  const wsum below = total - bound;  // the mass the estimate looks for from the bottom
+  wsum acc = 0;
+  std::uint32_t est = last;
+  while (est > 0 && (acc + scratch_bins[est]) * 16 < below) acc += scratch_bins[est--];
+  float lo = est > 1 ? static_cast<float>(est - 1) : 0.0f, hi = static_cast<float>(est + 2);
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    wsum before = 0;
+    const std::size_t members = cached_band(x, e, n, shift, scale, unit, lo, hi, keys, n, &before);
+    const float width = hi - lo;
+    if (before >= bound) {  // the cut lies above the band
+      hi = lo;
+      lo = std::max(0.0f, lo - 4.0f * width);
+      if (hi <= 0.0f) return 0;
+      continue;
+    }
+    wsum band = 0;
+    for (std::size_t m = 0; m < members; ++m) band += weight(e[key_id(keys[m])]);
+    if (before + band < bound) {  // below it
+      lo = hi;
+      hi = hi + 4.0f * width;
+      continue;
+    }
+    // The band holds the cut: its sub-bins (monotone in the logit: equal logits share one), then a
+    // sort of the sub-bin that holds it.
+    constexpr std::size_t subs = 256;
+    const float per = static_cast<float>(subs) / width;
+    auto sub = [&](float v) {
+      const float d = (scaled(v, shift, scale) * unit - lo) * per;
+      return d > 0.0f ? (d < static_cast<float>(subs - 1) ? static_cast<std::size_t>(d) : subs - 1) : 0;
+    };
+    wsum mass[subs] = {};
+    for (std::size_t m = 0; m < members; ++m) mass[sub(key_value(keys[m]))] += weight(e[key_id(keys[m])]);
+    std::size_t at = 0;
+    while (at + 1 < subs && before + mass[at] < bound) before += mass[at++];
+    std::size_t front = 0;
+    for (std::size_t m = 0; m < members; ++m)
+      if (sub(key_value(keys[m])) == at) std::swap(keys[front++], keys[m]);
+    std::sort(keys, keys + front, std::greater<>{});
+    *cut = walk_cut(keys, front, before, bound, shift, scale);
+    return front;
+  }
+  return 0;
+}
+
 }  // namespace detail
 
 // Masses are exact integer weights (simd/scalar.hpp), so the cut depends only on the row and p.
@@ -132,7 +199,8 @@ struct top_p_stage : stage<top_p_stage> {
       std::fill(mass, mass + detail::hist_bins, detail::wsum{0});
       detail::wsum total = 0, bound = 0;
       std::uint32_t lump = detail::hist_bins - 1;
-      if (reachable * 4 <= n) {
+      const bool flat = reachable * 4 > n;  // (n changes below: the peaked path copies)
+      if (!flat) {
         // Peaked: the total, then the tokens reachable under it copied out (few), and their histogram.
         total = s.visit([&](const auto* x) { return detail::exp_sum(x, n, mx, inv, nullptr); });
         const double floor_w =
@@ -142,7 +210,33 @@ struct top_p_stage : stage<top_p_stage> {
         s.keep_scaled_at_least(mx, inv, reach_y);
         n = s.size();
         detail::mass_histogram(s.logits(), n, mx, inv, neg_unit, lump, mass);
-      } else {
+      } else if (s.dense() && min_keep == 1) {
+        // Flat and dense: one exp pass stores the exp values and sums them; a sampled band finds the
+        // cut (sampled_cut); the row keeps the cut as a pending window and lends the draw the stored
+        // exp values (core/row_state.hpp), so the draw reads memory instead of computing exp again.
+        float* e = ws.probs.data();
+        total = s.visit([&](const auto* x) { return detail::exp_sum_store(x, n, mx, inv, e); });
+        bound = detail::mass_bound(top_p, total);
+        std::size_t at = 0;
+        const std::size_t front = s.visit([&](const auto* x) {
+          return detail::sampled_cut(x, e, n, mx, inv, total, bound, mass, keys, &at);
+        });
+        if (front > 0) {
+          const float cut_v = detail::key_value(keys[at]);
+          if (at + 1 == front || detail::key_value(keys[at + 1]) != cut_v) {
+            s.keep_window(cut_v, detail::inf());
+            s.lend_exps(e);
+            return;
+          }
+          const std::int32_t cut_id = detail::key_id(keys[at]);
+          s.keep_if([&](float x, std::int32_t id) { return x > cut_v || (x == cut_v && id <= cut_id); });
+          return;
+        }
+        // (no band held the cut: the full histogram below)
+        std::fill(mass, mass + detail::hist_bins, detail::wsum{0});
+        total = 0;
+      }
+      if (flat) {
         // Flat: one pass gives the total and the histogram; the bins past the first bound (with a
         // margin of two) share one, whose weights add in registers (mass_histogram's lump).
         const double lump_at = -reach * static_cast<double>(detail::top_p_bins_per_unit) + 2.0;
