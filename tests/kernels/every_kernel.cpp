@@ -238,12 +238,18 @@ void check_row(const std::vector<T>& x, std::size_t& checked) {
         if (b >= lo && b < hi) want.push_back(d::rank_key(at(x, i), static_cast<std::int32_t>(i)));
       }
       for (std::size_t cap : {n, std::size_t{2}}) {
-        std::vector<std::uint64_t> keys(n + 1);
+        std::vector<std::uint64_t> keys(n + 1), blocks_out(blocks + 1);
         d::wsum before = 0;
-        const std::size_t m =
-            k.cached_band(x.data(), e0.data(), n, shift, scale, unit, lo, hi, keys.data(), cap, &before);
+        const std::size_t m = k.cached_band(x.data(), e0.data(), n, shift, scale, unit, lo, hi, keys.data(),
+                                            cap, &before, blocks_out.data());
         CHECK(before == want_before);
         CHECK(m == want.size());
+        for (std::size_t bi = 0; bi < blocks; ++bi) {  // each block's weight before the band
+          d::wsum wb = 0;
+          for (std::size_t i = bi * d::block_elems; i < std::min(n, (bi + 1) * d::block_elems); ++i)
+            if (d::scaled(at(x, i), shift, scale) * unit < lo) wb += d::weight(e0[i]);
+          CHECK(blocks_out[bi] == wb);
+        }
         const std::size_t kept = std::min(m, cap);
         CHECK(std::equal(want.begin(), want.begin() + static_cast<std::ptrdiff_t>(kept), keys.begin()));
       }

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <span>
 
 #include "nucleus/core/distribution.hpp"
@@ -145,10 +146,15 @@ class row_state {
   bool window_pending() const noexcept { return windowed_; }
   // While a window is pending, a stage that has stored exp((x - max) * inv) for every logit of the
   // row (at the current maximum and temperature, as the packs' exp gives it) may lend them to the
-  // draw, which then needs no exp pass. Any change to the row, the maximum or the temperature drops
-  // them.
-  void lend_exps(const float* e) noexcept { exps_ = windowed_ ? e : nullptr; }
+  // draw, which then needs no exp pass; with `total`, it has also written the window's weight per
+  // block of the row into the workspace's blocks (their sum is total), and the draw goes straight to
+  // its pick. Any change to the row, the maximum or the temperature drops them.
+  void lend_exps(const float* e, std::optional<detail::wsum> total = std::nullopt) noexcept {
+    exps_ = windowed_ ? e : nullptr;
+    lent_total_ = total;
+  }
   const float* lent_exps() const noexcept { return windowed_ ? exps_ : nullptr; }
+  std::optional<detail::wsum> lent_total() const noexcept { return lent_exps() ? lent_total_ : std::nullopt; }
   float window_lo() const noexcept { return win_lo_; }
   float window_hi() const noexcept { return win_hi_; }
   std::size_t stored_size() const noexcept { return n_; }
@@ -268,6 +274,7 @@ class row_state {
   bool sorted_ = false;
   mutable bool windowed_ = false;
   mutable const float* exps_ = nullptr;  // lend_exps()
+  std::optional<detail::wsum> lent_total_;
   float win_lo_ = 0.0f, win_hi_ = 0.0f;
   nucleus::status status_ = nucleus::status::ok;
 };

@@ -409,16 +409,18 @@ std::int64_t cached_pick_in(const T* x, const float* e, std::size_t n, float lo,
 
 // top-p's band: with b = (x[i] - shift) * scale * unit (the histogram's float bin value), the sum of
 // the weights of e[i] for b < lo (the tokens ranked before the band), and the rank keys (id = index)
-// of those with lo <= b < hi, at most `cap` of them; returns how many there are (all counted).
+// of those with lo <= b < hi, at most `cap` of them; returns how many there are (all counted). With
+// `blocks`, also the weight before the band in each block of block_elems logits.
 template <logit_type T>
 std::size_t cached_band(const T* x, const float* e, std::size_t n, float shift, float scale, float unit,
-                        float lo, float hi, std::uint64_t* keys, std::size_t cap, wsum* before) noexcept {
+                        float lo, float hi, std::uint64_t* keys, std::size_t cap, wsum* before,
+                        std::uint64_t* blocks) noexcept {
   const fpack sh = splat(shift), sc = splat(scale), nu = splat(unit), lo_v = splat(lo), hi_v = splat(hi),
               zero = splat(0.0f);
   std::size_t members = 0;
   wsum sum = 0;
   weight_acc acc;
-  for (std::size_t b0 = 0; b0 < n; b0 += block_elems) {
+  for (std::size_t b0 = 0, bi = 0; b0 < n; b0 += block_elems, ++bi) {
     const std::size_t len = n - b0 < block_elems ? n - b0 : block_elems;
     clear(acc);
     std::size_t i = 0;
@@ -441,7 +443,9 @@ std::size_t cached_band(const T* x, const float* e, std::size_t n, float shift, 
         ++members;
       }
     }
-    sum += total(acc) + tail;
+    const std::uint64_t block = total(acc) + tail;
+    if (blocks) blocks[bi] = block;
+    sum += block;
   }
   *before = sum;
   return members;

@@ -87,7 +87,7 @@ struct kernel_table {
   std::int64_t (*cached_pick_in)(const T*, const float*, std::size_t, float, float, const std::uint64_t*,
                                  wsum) noexcept;
   std::size_t (*cached_band)(const T*, const float*, std::size_t, float, float, float, float, float,
-                             std::uint64_t*, std::size_t, wsum*) noexcept;
+                             std::uint64_t*, std::size_t, wsum*, std::uint64_t*) noexcept;
 };
 
 }  // namespace nucleus::detail
@@ -267,8 +267,9 @@ std::int64_t cached_pick_in(const T* x, const float* e, std::size_t n, float lo,
 }
 template <logit_type T>
 std::size_t cached_band(const T* x, const float* e, std::size_t n, float shift, float scale, float unit,
-                        float lo, float hi, std::uint64_t* keys, std::size_t cap, wsum* before) noexcept {
-  return kernels<T>().cached_band(x, e, n, shift, scale, unit, lo, hi, keys, cap, before);
+                        float lo, float hi, std::uint64_t* keys, std::size_t cap, wsum* before,
+                        std::uint64_t* blocks = nullptr) noexcept {
+  return kernels<T>().cached_band(x, e, n, shift, scale, unit, lo, hi, keys, cap, before, blocks);
 }
 template <logit_type T>
 void exp_store(const T* x, std::size_t n, float shift, float scale, float* out) noexcept {

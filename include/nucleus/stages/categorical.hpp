@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cmath>
+#include <optional>
 
 #include "nucleus/core/chain.hpp"
 #include "nucleus/core/materialize.hpp"
@@ -27,9 +28,11 @@ sample_result draw(row_state& s, draw_key key, plan<P> = {}) noexcept {
   const std::size_t n = s.stored_size();
   const float* e = s.lent_exps();
   std::uint64_t* blocks = ws.blocks.data();
-  const detail::wsum w = s.visit_stored([&](const auto* x) {
+  const std::optional<detail::wsum> ready = s.lent_total();  // (blocks already written)
+  const detail::wsum w = ready ? *ready : s.visit_stored([&](const auto* x) {
     if (!window) return detail::exp_sum(x, n, mx, inv, blocks);
-    return e ? detail::cached_sum_in(x, e, n, lo, hi, blocks) : detail::exp_sum_in(x, n, mx, inv, lo, hi, blocks);
+    return e ? detail::cached_sum_in(x, e, n, lo, hi, blocks)
+             : detail::exp_sum_in(x, n, mx, inv, lo, hi, blocks);
   });
   s.set_draw_sum(detail::to_double(w));
   const detail::wsum point = detail::draw_point(key, w);

@@ -72,13 +72,18 @@ inline edge_part refine_edge(std::uint64_t* keys, std::size_t members, wsum befo
 // value b (top_p_bins_per_unit per scaled-logit unit, as mass_histogram's); from the least likely
 // bin upward, the bin where 16 times the sampled mass reaches total - bound estimates the cut's
 // (from the bottom, as a few heavy tokens at the top, which a sample misses, do not move it). One
-// memory pass (cached_band) then gives the exact mass before a band of bins around the estimate and
-// the band's members; a cut outside the band moves the band (a few times at most). Returns the
-// number of keys at the front of `keys`, sorted, that hold the cut and all of its ties, with the cut's
-// index in *cut; 0 when no band held it (the caller falls back to the full histogram).
+// memory pass (cached_band) then gives the exact mass before a band of two bins around the estimate,
+// per block of the row, and the band's members; a cut outside the band moves the band (a few times
+// at most). `front` keys at the front of `keys`, sorted, hold the cut (index `cut`) and all of its
+// ties; keys[0, members) are the band's; front = 0: no band held the cut (the caller falls back to
+// the full histogram).
+struct band_cut {
+  std::size_t front = 0, cut = 0, members = 0;
+  wsum before = 0;  // the mass before the band (also in blocks, per block)
+};
 template <class X>
-std::size_t sampled_cut(const X* x, const float* e, std::size_t n, float shift, float scale, wsum total,
-                        wsum bound, wsum* scratch_bins, std::uint64_t* keys, std::size_t* cut) noexcept {
+band_cut sampled_cut(const X* x, const float* e, std::size_t n, float shift, float scale, wsum total,
+                     wsum bound, wsum* scratch_bins, std::uint64_t* keys, std::uint64_t* blocks) noexcept {
   constexpr std::uint32_t last = hist_bins - 1;
   const float unit = -top_p_bins_per_unit;
   std::fill(scratch_bins, scratch_bins + hist_bins, wsum{0});
@@ -94,44 +99,43 @@ std::size_t sampled_cut(const X* x, const float* e, std::size_t n, float shift, 
   wsum acc = 0;
   std::uint32_t est = last;
   while (est > 0 && (acc + scratch_bins[est]) * 16 < below) acc += scratch_bins[est--];
-  float lo = est > 1 ? static_cast<float>(est - 1) : 0.0f, hi = static_cast<float>(est + 2);
+  float lo = std::max(0.0f, static_cast<float>(est) - 0.5f), hi = static_cast<float>(est) + 1.5f;
+  constexpr std::size_t subs = 256;
+  wsum* mass = scratch_bins;  // (the sample is spent; hist_bins >= subs)
   for (int attempt = 0; attempt < 4; ++attempt) {
-    wsum before = 0;
-    const std::size_t members = cached_band(x, e, n, shift, scale, unit, lo, hi, keys, n, &before);
+    band_cut r;
+    r.members = cached_band(x, e, n, shift, scale, unit, lo, hi, keys, n, &r.before, blocks);
     const float width = hi - lo;
-    if (before >= bound) {  // the cut lies above the band
+    if (r.before >= bound) {  // the cut lies above the band
       hi = lo;
       lo = std::max(0.0f, lo - 4.0f * width);
-      if (hi <= 0.0f) return 0;
+      if (hi <= 0.0f) return {};
       continue;
     }
-    wsum band = 0;
-    for (std::size_t m = 0; m < members; ++m) band += weight(e[key_id(keys[m])]);
-    if (before + band < bound) {  // below it
-      lo = hi;
-      hi = hi + 4.0f * width;
-      continue;
-    }
-    // The band holds the cut: its sub-bins (monotone in the logit: equal logits share one), then a
-    // sort of the sub-bin that holds it.
-    constexpr std::size_t subs = 256;
+    // The band's sub-bins, monotone in the logit (equal logits share one).
     const float per = static_cast<float>(subs) / width;
     auto sub = [&](float v) {
       const float d = (scaled(v, shift, scale) * unit - lo) * per;
       return d > 0.0f ? (d < static_cast<float>(subs - 1) ? static_cast<std::size_t>(d) : subs - 1) : 0;
     };
-    wsum mass[subs] = {};
-    for (std::size_t m = 0; m < members; ++m) mass[sub(key_value(keys[m]))] += weight(e[key_id(keys[m])]);
+    std::fill(mass, mass + subs, wsum{0});
+    for (std::size_t m = 0; m < r.members; ++m) mass[sub(key_value(keys[m]))] += weight(e[key_id(keys[m])]);
+    wsum before = r.before;
     std::size_t at = 0;
-    while (at + 1 < subs && before + mass[at] < bound) before += mass[at++];
-    std::size_t front = 0;
-    for (std::size_t m = 0; m < members; ++m)
-      if (sub(key_value(keys[m])) == at) std::swap(keys[front++], keys[m]);
-    std::sort(keys, keys + front, std::greater<>{});
-    *cut = walk_cut(keys, front, before, bound, shift, scale);
-    return front;
+    while (at < subs && before + mass[at] < bound) before += mass[at++];
+    if (at == subs) {  // the cut lies below the band
+      lo = hi;
+      hi = hi + 4.0f * width;
+      continue;
+    }
+    // The sub-bin that holds the cut, sorted.
+    for (std::size_t m = 0; m < r.members; ++m)
+      if (sub(key_value(keys[m])) == at) std::swap(keys[r.front++], keys[m]);
+    std::sort(keys, keys + r.front, std::greater<>{});
+    r.cut = walk_cut(keys, r.front, before, bound, shift, scale);
+    return r;
   }
-  return 0;
+  return {};
 }
 
 }  // namespace detail
@@ -217,18 +221,28 @@ struct top_p_stage : stage<top_p_stage> {
         float* e = ws.probs.data();
         total = s.visit([&](const auto* x) { return detail::exp_sum_store(x, n, mx, inv, e); });
         bound = detail::mass_bound(top_p, total);
-        std::size_t at = 0;
-        const std::size_t front = s.visit([&](const auto* x) {
-          return detail::sampled_cut(x, e, n, mx, inv, total, bound, mass, keys, &at);
+        std::uint64_t* blocks = ws.blocks.data();
+        const detail::band_cut r = s.visit([&](const auto* x) {
+          return detail::sampled_cut(x, e, n, mx, inv, total, bound, mass, keys, blocks);
         });
-        if (front > 0) {
-          const float cut_v = detail::key_value(keys[at]);
-          if (at + 1 == front || detail::key_value(keys[at + 1]) != cut_v) {
+        if (r.front > 0) {
+          const float cut_v = detail::key_value(keys[r.cut]);
+          if (r.cut + 1 == r.front || detail::key_value(keys[r.cut + 1]) != cut_v) {
+            // Kept: everything before the band (its weights already in blocks) and the band's
+            // members at or above the cut: the draw's block sums and total, ready.
+            detail::wsum kept = r.before;
+            for (std::size_t m = 0; m < r.members; ++m) {
+              if (detail::key_value(keys[m]) < cut_v) continue;
+              const auto id = static_cast<std::size_t>(detail::key_id(keys[m]));
+              const std::uint64_t w = detail::weight(e[id]);
+              blocks[id / detail::block_elems] += w;
+              kept += w;
+            }
             s.keep_window(cut_v, detail::inf());
-            s.lend_exps(e);
+            s.lend_exps(e, kept);
             return;
           }
-          const std::int32_t cut_id = detail::key_id(keys[at]);
+          const std::int32_t cut_id = detail::key_id(keys[r.cut]);
           s.keep_if([&](float x, std::int32_t id) { return x > cut_v || (x == cut_v && id <= cut_id); });
           return;
         }
