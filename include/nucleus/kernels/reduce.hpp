@@ -384,19 +384,25 @@ wsum cached_sum_in(const T* x, const float* e, std::size_t n, float lo, float hi
   return sum;
 }
 
+// The first element of the block whose running sum (block sums from `blocks`) passes `point`, with
+// the sum before it in `before`; n when none does (point >= the total).
+NUCLEUS_INLINE std::size_t block_of(const std::uint64_t* blocks, std::size_t n, wsum point,
+                                    wsum& before) noexcept {
+  const std::size_t nb = (n + block_elems - 1) / block_elems;
+  for (std::size_t b = 0; b < nb; ++b) {
+    if (before + blocks[b] > point) return b * block_elems;
+    before += blocks[b];
+  }
+  return n;
+}
+
 // As pick_in, reading the weights from e.
 template <logit_type T>
 std::int64_t cached_pick_in(const T* x, const float* e, std::size_t n, float lo, float hi,
                             const std::uint64_t* blocks, wsum point) noexcept {
-  const std::size_t nb = (n + block_elems - 1) / block_elems;
   wsum before = 0;
-  std::size_t b = 0;
-  for (; b < nb; ++b) {
-    if (before + blocks[b] > point) break;
-    before += blocks[b];
-  }
-  if (b == nb) return -1;
-  const std::size_t b0 = b * block_elems;
+  const std::size_t b0 = block_of(blocks, n, point, before);
+  if (b0 >= n) return -1;
   const std::size_t end = n - b0 < block_elems ? n : b0 + block_elems;
   for (std::size_t i = b0; i < end; ++i) {
     const float v = to_float(x[i]);
@@ -454,15 +460,9 @@ std::size_t cached_band(const T* x, const float* e, std::size_t n, float shift, 
 template <bool Window, logit_type T>
 NUCLEUS_INLINE std::int64_t pick_over(const T* x, std::size_t n, float shift, float scale, float lo, float hi,
                                       const std::uint64_t* blocks, wsum point, float* scratch) noexcept {
-  const std::size_t nb = (n + block_elems - 1) / block_elems;
   wsum before = 0;
-  std::size_t b = 0;
-  for (; b < nb; ++b) {
-    if (before + blocks[b] > point) break;
-    before += blocks[b];
-  }
-  if (b == nb) return -1;
-  const std::size_t b0 = b * block_elems;
+  const std::size_t b0 = block_of(blocks, n, point, before);
+  if (b0 >= n) return -1;
   const std::size_t len = n - b0 < block_elems ? n - b0 : block_elems;
   exp_store(x + b0, len, shift, scale, scratch);
   for (std::size_t j = 0; j < len; ++j) {
