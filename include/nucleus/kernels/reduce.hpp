@@ -213,8 +213,7 @@ std::size_t mass_histogram(const T* x, std::size_t n, float shift, float scale, 
   static_assert(block_elems / lanes <= 64, "the weight accumulators hold 64 packs");
   constexpr std::size_t run = std::size_t{1} << 15;
   static_assert(run % block_elems == 0);
-  constexpr std::size_t ways = 4;
-  std::uint64_t part[ways][hist_bins];
+  std::uint64_t part[hist_bins];
   const fpack sh = splat(shift), sc = splat(scale), nu = splat(unit), zero_p = splat(0.0f);
   const reg::f lump_f = reg::splat(static_cast<float>(lump)), zero = reg::splat(0.0f);
   wsum lumped = 0;
@@ -222,7 +221,7 @@ std::size_t mass_histogram(const T* x, std::size_t n, float shift, float scale, 
   weight_acc acc;
   for (std::size_t r0 = 0; r0 < n; r0 += run) {
     const std::size_t r_end = n - r0 < run ? n : r0 + run;
-    for (auto& t : part) std::fill(t, t + lump, std::uint64_t{0});
+    std::fill(part, part + lump, std::uint64_t{0});
     for (std::size_t b0 = r0; b0 < r_end; b0 += block_elems) {
       const std::size_t len = r_end - b0 < block_elems ? r_end - b0 : block_elems;
       clear(acc);
@@ -243,21 +242,14 @@ std::size_t mass_histogram(const T* x, std::size_t n, float shift, float scale, 
           reg::store_i(bin + k * width, reg::cvtt(reg::max(b.r[k], zero)));
         const lane_array ev = to_lanes(e);
         for (std::size_t l = 0; l < lanes; ++l) w[l] = weight(ev.v[l]);  // (a loop the compiler vectorizes)
-        // Lane l adds into table l % ways: neighbours that share a bin do not wait on each other's
-        // add through memory.
-        if (bits == ~std::uint64_t{0} >> (64 - lanes)) {
-          for (std::size_t l = 0; l < lanes; ++l) part[l % ways][bin[l]] += w[l];
-        } else {
-          for (; bits; bits &= bits - 1) {
-            const auto l = static_cast<std::size_t>(std::countr_zero(bits));
-            part[l % ways][bin[l]] += w[l];
-          }
+        for (; bits; bits &= bits - 1) {
+          const auto l = static_cast<std::size_t>(std::countr_zero(bits));
+          part[bin[l]] += w[l];
         }
       });
       lumped += total(acc);
     }
-    for (const auto& t : part)
-      for (std::size_t b = 0; b < lump; ++b) mass[b] += t[b];
+    for (std::size_t b = 0; b < lump; ++b) mass[b] += part[b];
   }
   mass[lump] += lumped;
   return own;

@@ -37,34 +37,45 @@ inline std::size_t walk_cut(const std::uint64_t* keys, std::size_t n, wsum befor
   return cut;
 }
 
-// A large edge bin is cut again, into top_p_sub_bins sub-bins on the same float bin value b
-// (sub = trunc((b - edge) * top_p_sub_bins): b - edge is exact, and the sub-bin is monotone in the
-// logit, so equal logits share one): moves the members of the sub-bin where the running mass reaches
-// `bound` to the front of keys, and returns their count and the mass before them. A small bin is
-// left whole.
+// Cuts a run of members further: sub-bins on the float bin value b, sub = trunc((b - lo) * per)
+// clamped to [0, subs) (monotone in the logit, so equal logits share one), each sub-bin's mass from
+// weight_of(key); moves the members of the first sub-bin where the running mass from `before`
+// reaches `bound` to the front of keys. Returns their count and the mass before them; count 0 when
+// no sub-bin reaches it.
 struct edge_part {
   std::size_t members;
   wsum before;
 };
-inline edge_part refine_edge(std::uint64_t* keys, std::size_t members, wsum before, wsum bound, float shift,
-                             float scale, float unit, float edge) noexcept {
-  if (members <= top_p_sub_sort) return {members, before};
-  constexpr auto subs = static_cast<float>(top_p_sub_bins);
+template <class WeightOf>
+edge_part cut_sub_bins(std::uint64_t* keys, std::size_t members, wsum before, wsum bound, float shift,
+                       float scale, float unit, float lo, float per, std::size_t subs, wsum* mass,
+                       WeightOf&& weight_of) noexcept {
   auto sub = [&](float v) {
-    const float d = (scaled(v, shift, scale) * unit - edge) * subs;
-    return d < subs - 1.0f ? static_cast<std::size_t>(d) : top_p_sub_bins - 1;
+    const float d = (scaled(v, shift, scale) * unit - lo) * per;
+    return d > 0.0f ? (d < static_cast<float>(subs - 1) ? static_cast<std::size_t>(d) : subs - 1) : 0;
   };
-  wsum mass[top_p_sub_bins] = {};
-  for (std::size_t m = 0; m < members; ++m) {
-    const float v = key_value(keys[m]);
-    mass[sub(v)] += weight(exp_scalar(scaled(v, shift, scale)));
-  }
+  std::fill(mass, mass + subs, wsum{0});
+  for (std::size_t m = 0; m < members; ++m) mass[sub(key_value(keys[m]))] += weight_of(keys[m]);
   std::size_t at = 0;
-  while (at + 1 < top_p_sub_bins && before + mass[at] < bound) before += mass[at++];
+  while (at < subs && before + mass[at] < bound) before += mass[at++];
+  if (at == subs) return {0, before};
   std::size_t front = 0;
   for (std::size_t m = 0; m < members; ++m)
     if (sub(key_value(keys[m])) == at) std::swap(keys[front++], keys[m]);
   return {front, before};
+}
+
+// A large edge bin is cut again into top_p_sub_bins sub-bins before the sort (a small one is left
+// whole). The edge bin holds the cut, so a sub-bin does.
+inline edge_part refine_edge(std::uint64_t* keys, std::size_t members, wsum before, wsum bound, float shift,
+                             float scale, float unit, float edge) noexcept {
+  if (members <= top_p_sub_sort) return {members, before};
+  wsum mass[top_p_sub_bins];
+  const edge_part part =
+      cut_sub_bins(keys, members, before, bound, shift, scale, unit, edge, static_cast<float>(top_p_sub_bins),
+                   top_p_sub_bins, mass,
+                   [&](std::uint64_t k) { return weight(exp_scalar(scaled(key_value(k), shift, scale))); });
+  return part.members > 0 ? part : edge_part{members, before};  // (a guard: the edge bin reaches the bound)
 }
 
 // Flat top-p over a dense row whose exp values e[i] are stored (exp_sum_store): finds the cut without
@@ -112,25 +123,16 @@ band_cut sampled_cut(const X* x, const float* e, std::size_t n, float shift, flo
       if (hi <= 0.0f) return {};
       continue;
     }
-    // The band's sub-bins, monotone in the logit (equal logits share one).
-    const float per = static_cast<float>(subs) / width;
-    auto sub = [&](float v) {
-      const float d = (scaled(v, shift, scale) * unit - lo) * per;
-      return d > 0.0f ? (d < static_cast<float>(subs - 1) ? static_cast<std::size_t>(d) : subs - 1) : 0;
-    };
-    std::fill(mass, mass + subs, wsum{0});
-    for (std::size_t m = 0; m < r.members; ++m) mass[sub(key_value(keys[m]))] += weight(e[key_id(keys[m])]);
-    wsum before = r.before;
-    std::size_t at = 0;
-    while (at < subs && before + mass[at] < bound) before += mass[at++];
-    if (at == subs) {  // the cut lies below the band
+    // The band's sub-bins (their weights stored), then a sort of the one that holds the cut.
+    const auto [front, before] = cut_sub_bins(keys, r.members, r.before, bound, shift, scale, unit, lo,
+                                              static_cast<float>(subs) / width, subs, mass,
+                                              [&](std::uint64_t k) { return weight(e[key_id(k)]); });
+    if (front == 0) {  // the cut lies below the band
       lo = hi;
       hi = hi + 4.0f * width;
       continue;
     }
-    // The sub-bin that holds the cut, sorted.
-    for (std::size_t m = 0; m < r.members; ++m)
-      if (sub(key_value(keys[m])) == at) std::swap(keys[r.front++], keys[m]);
+    r.front = front;
     std::sort(keys, keys + r.front, std::greater<>{});
     r.cut = walk_cut(keys, r.front, before, bound, shift, scale);
     return r;
