@@ -1,4 +1,4 @@
-// Each of the 16 kernels of simd/targets.hpp's table, on every target this build runs, against its
+// Each of the kernels of simd/targets.hpp's table, on every target this build runs, against its
 // definition written here as a plain loop (or, for the exp-based ones, against the scalar target bit
 // for bit: exp's own accuracy is kernels.cpp's test). Rows of every dtype, awkward lengths (a pack's
 // tail, a block's edge), NaN, -inf, ties. Built for aarch64 and run under qemu by tests/kernels.
@@ -252,6 +252,35 @@ void check_row(const std::vector<T>& x, std::size_t& checked) {
         }
         const std::size_t kept = std::min(m, cap);
         CHECK(std::equal(want.begin(), want.begin() + static_cast<std::ptrdiff_t>(kept), keys.begin()));
+      }
+    }
+    // cached_ring: the weight of the logits whose scaled value lies in [in_lo, in_hi], per block too,
+    // and the indices of those in [out_lo, out_hi] but not inside, in order, at most cap, all counted.
+    for (const d::ring_bounds r :
+         {d::ring_bounds{-9.0f, -6.0f, -2.0f, -1.0f}, d::ring_bounds{-15.5f, -3.75f, -3.75f, 0.0f},
+          d::ring_bounds{-8.0f, -3.0f, -4.0f, -2.0f}, d::ring_bounds{-inf, -0.75f, 0.0f, 0.0f}}) {
+      d::wsum want_inside = 0;
+      std::vector<std::uint64_t> want;
+      std::vector<d::wsum> want_blocks(blocks, 0);
+      for (std::size_t i = 0; i < n; ++i) {
+        const float y = d::scaled(at(x, i), shift, scale);
+        if (y >= r.in_lo && y <= r.in_hi) {
+          want_inside += d::weight(e0[i]);
+          want_blocks[i / d::block_elems] += d::weight(e0[i]);
+        } else if (y >= r.out_lo && y <= r.out_hi) {
+          want.push_back(i);
+        }
+      }
+      for (std::size_t cap : {n, std::size_t{2}}) {
+        std::vector<std::uint64_t> members(n + 1), blocks_out(blocks + 1);
+        d::wsum inside = 0;
+        const std::size_t m = k.cached_ring(x.data(), e0.data(), n, shift, scale, r, members.data(), cap,
+                                            &inside, blocks_out.data());
+        CHECK(inside == want_inside);
+        CHECK(m == want.size());
+        for (std::size_t bi = 0; bi < blocks; ++bi) CHECK(blocks_out[bi] == want_blocks[bi]);
+        const std::size_t kept = std::min(m, cap);
+        CHECK(std::equal(want.begin(), want.begin() + static_cast<std::ptrdiff_t>(kept), members.begin()));
       }
     }
     // candidate_sums, candidate_squares: eight partial sums in double, logit i into sum i % 8 in

@@ -449,6 +449,51 @@ std::size_t cached_band(const T* x, const float* e, std::size_t n, float shift, 
   return members;
 }
 
+// typical's ring (stages/typical.hpp): with y = (x[i] - shift) * scale, the sum of the weights of e[i]
+// over the logits inside [r.in_lo, r.in_hi] (and per block of block_elems logits, into blocks), and the
+// indices of the ring's logits (in [r.out_lo, r.out_hi], not inside), in order, at most cap of them;
+// returns how many the ring holds (all counted). NaN is in neither.
+template <logit_type T>
+std::size_t cached_ring(const T* x, const float* e, std::size_t n, float shift, float scale,
+                        const ring_bounds& r, std::uint64_t* members, std::size_t cap, wsum* inside,
+                        std::uint64_t* blocks) noexcept {
+  const fpack sh = splat(shift), sc = splat(scale), ol = splat(r.out_lo), il = splat(r.in_lo),
+              ih = splat(r.in_hi), oh = splat(r.out_hi), zero = splat(0.0f);
+  std::size_t count = 0;
+  wsum sum = 0;
+  weight_acc acc;
+  auto note = [&](std::size_t i) NUCLEUS_LAMBDA_INLINE {
+    if (count < cap) members[count] = i;
+    ++count;
+  };
+  for (std::size_t b0 = 0, bi = 0; b0 < n; b0 += block_elems, ++bi) {
+    const std::size_t len = n - b0 < block_elems ? n - b0 : block_elems;
+    clear(acc);
+    std::size_t i = 0;
+    for (; i + lanes <= len; i += lanes) {
+      const fpack y = scaled(load(x + b0 + i), sh, sc);
+      accumulate(acc, select(ge(y, il), select(ge(ih, y), load(e + b0 + i), zero), zero));
+      const std::uint64_t outer = mask_bits(ge(y, ol)) & mask_bits(ge(oh, y));
+      if (!outer) continue;  // most packs hold no member of the ring
+      for (std::uint64_t bits = outer & ~(mask_bits(ge(y, il)) & mask_bits(ge(ih, y))); bits;
+           bits &= bits - 1)
+        note(b0 + i + static_cast<std::size_t>(std::countr_zero(bits)));
+    }
+    std::uint64_t tail = 0;
+    for (; i < len; ++i) {
+      const float y = ::nucleus::detail::scaled(to_float(x[b0 + i]), shift, scale);
+      const bool in = y >= r.in_lo && y <= r.in_hi;
+      tail += in ? weight(e[b0 + i]) : 0;
+      if (!in && y >= r.out_lo && y <= r.out_hi) note(b0 + i);
+    }
+    const std::uint64_t block = total(acc) + tail;
+    if (blocks) blocks[bi] = block;
+    sum += block;
+  }
+  *inside = sum;
+  return count;
+}
+
 template <bool Window, logit_type T>
 NUCLEUS_INLINE std::int64_t pick_over(const T* x, std::size_t n, float shift, float scale, float lo, float hi,
                                       const std::uint64_t* blocks, wsum point, float* scratch) noexcept {

@@ -57,6 +57,12 @@ struct moment_totals {
 };
 
 // One table per element type: the kernels of one target.
+// typical's ring (kernels/reduce.hpp: cached_ring): scaled logits y in [in_lo, in_hi] are inside,
+// those in [out_lo, out_hi] but not inside are the ring (a bound pair with lo > hi holds nothing).
+struct ring_bounds {
+  float out_lo, in_lo, in_hi, out_hi;
+};
+
 template <logit_type T>
 struct kernel_table {
   float (*max_value)(const T*, std::size_t) noexcept;
@@ -88,6 +94,8 @@ struct kernel_table {
                                  wsum) noexcept;
   std::size_t (*cached_band)(const T*, const float*, std::size_t, float, float, float, float, float,
                              std::uint64_t*, std::size_t, wsum*, std::uint64_t*) noexcept;
+  std::size_t (*cached_ring)(const T*, const float*, std::size_t, float, float, const ring_bounds&,
+                             std::uint64_t*, std::size_t, wsum*, std::uint64_t*) noexcept;
 };
 
 }  // namespace nucleus::detail
@@ -105,7 +113,7 @@ struct kernel_table {
         &collect_ties<T>,   &collect_bin<T>,    &masked_widen<T>,   &log_softmax_store<T>, \
         &moment_sums<T>,    &mass_histogram<T>, &candidate_sums<T>, &candidate_squares<T>, \
         &exp_sum_in<T>,     &pick_in<T>,        &exp_sum_store<T>,  &cached_sum_in<T>,     \
-        &cached_pick_in<T>, &cached_band<T>};                                              \
+        &cached_pick_in<T>, &cached_band<T>,    &cached_ring<T>};                          \
     return t;                                                                              \
   }                                                                                        \
   NUCLEUS_KERNELS_EXTERN_DECLARATIONS                                                      \
@@ -270,6 +278,12 @@ std::size_t cached_band(const T* x, const float* e, std::size_t n, float shift, 
                         float lo, float hi, std::uint64_t* keys, std::size_t cap, wsum* before,
                         std::uint64_t* blocks = nullptr) noexcept {
   return kernels<T>().cached_band(x, e, n, shift, scale, unit, lo, hi, keys, cap, before, blocks);
+}
+template <logit_type T>
+std::size_t cached_ring(const T* x, const float* e, std::size_t n, float shift, float scale,
+                        const ring_bounds& r, std::uint64_t* members, std::size_t cap, wsum* inside,
+                        std::uint64_t* blocks) noexcept {
+  return kernels<T>().cached_ring(x, e, n, shift, scale, r, members, cap, inside, blocks);
 }
 template <logit_type T>
 void exp_store(const T* x, std::size_t n, float shift, float scale, float* out) noexcept {
