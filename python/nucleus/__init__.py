@@ -141,7 +141,7 @@ class Sampler:
             d = _nucleus._sample_split(x, *request, n, bits)
             return RowResult(d["token"], d["logprob"], d["rank"], STATUS[d["status"]], d["top_ids"], d["top_logprobs"])
         x, bits = _bf16_bits(logits[None])
-        d = _batch_fields(_nucleus._sample_batch(x, *request, None, 1, "none", bits))
+        d = _nucleus._sample_batch(x, *request, None, 1, "none", bits)
         return _make(
             RowResult,
             {
@@ -153,25 +153,6 @@ class Sampler:
                 "top_logprobs": d["top_logprobs"][0],
             },
         )
-
-
-def _batch_fields(res: dict) -> dict:
-    """sample_batch's fields from the binding's one result block (_nucleus._sample_batch): typed views
-    of its parts, in its order (tokens, logprobs, ranks, top ids, top logprobs: four bytes each;
-    then the status bytes)."""
-    import numpy as np
-
-    blk, b, n = res["block"], res["rows"], res["top_n"]
-    top = 12 * b + 4 * b * n
-    return {
-        "tokens": res["tokens"] if "tokens" in res else np.ndarray((b,), np.int32, blk, 0),
-        "logprobs": np.ndarray((b,), np.float32, blk, 4 * b),
-        "ranks": np.ndarray((b,), np.int32, blk, 8 * b),
-        "status": np.ndarray((b,), np.uint8, blk, top + 4 * b * n),
-        "top_ids": np.ndarray((b, n), np.int32, blk, 12 * b),
-        "top_logprobs": np.ndarray((b, n), np.float32, blk, top),
-        "mask": res.get("mask"),
-    }
 
 
 def _make(cls: type, fields: dict):
@@ -342,7 +323,7 @@ def sample_batch(
         "none" if mask is None else mask,
         bits,
     )
-    return _make(BatchResult, _batch_fields(res))
+    return _make(BatchResult, res)
 
 
 def logprobs(

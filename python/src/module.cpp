@@ -425,17 +425,12 @@ nb::dict sample_batch(any_array logits, nb::handle samplers, nb::handle seeds, n
     top_n = std::max(top_n, rq.sp[r]->top_n());
     rows[r] = {rq.sp[r], rq.request(r)};
   }
-  // The results in one block (one array handed to Python, which takes typed views of it: each
-  // array returned on its own costs microseconds per call). Four-byte fields first, then the status
-  // bytes: tokens [B], logprobs [B], ranks [B], top ids [B, n], top logprobs [B, n], status [B].
-  const std::size_t words = 3 * B + 2 * B * top_n;
-  auto block = owned<std::uint8_t>({4 * words + B});
-  auto* tokens = reinterpret_cast<std::int32_t*>(block.data());
-  auto* logprobs = reinterpret_cast<float*>(block.data() + 4 * B);
-  auto* ranks = reinterpret_cast<std::int32_t*>(block.data() + 8 * B);
-  auto* top_ids = reinterpret_cast<std::int32_t*>(block.data() + 12 * B);
-  auto* top_lps = reinterpret_cast<float*>(block.data() + 12 * B + 4 * B * top_n);
-  std::uint8_t* status = block.data() + 4 * words;
+  auto tokens = owned<std::int32_t>({B});
+  auto logprobs = owned<float>({B});
+  auto ranks = owned<std::int32_t>({B});
+  auto status = owned<std::uint8_t>({B});
+  auto top_ids = owned<std::int32_t>({B, top_n});
+  auto top_lps = owned<float>({B, top_n});
   std::vector<nc::row_result> out(B);
   std::vector<nc::token_logprob> top(B * top_n);
   {
@@ -461,22 +456,28 @@ nb::dict sample_batch(any_array logits, nb::handle samplers, nb::handle seeds, n
     });
   }
   for (std::size_t r = 0; r < B; ++r) {
-    tokens[r] = out[r].token;
+    tokens.data()[r] = out[r].token;
     if (tok_out.a) tok_out.put(r, out[r].token);
-    logprobs[r] = out[r].logprob;
-    ranks[r] = out[r].rank;
-    status[r] = static_cast<std::uint8_t>(out[r].status);
+    logprobs.data()[r] = out[r].logprob;
+    ranks.data()[r] = out[r].rank;
+    status.data()[r] = static_cast<std::uint8_t>(out[r].status);
     for (std::size_t i = 0; i < top_n; ++i) {
       const bool have = i < out[r].top_count;
-      top_ids[r * top_n + i] = have ? top[r * top_n + i].token : -1;
-      top_lps[r * top_n + i] = have ? top[r * top_n + i].logprob : -std::numeric_limits<float>::infinity();
+      top_ids.data()[r * top_n + i] = have ? top[r * top_n + i].token : -1;
+      top_lps.data()[r * top_n + i] =
+          have ? top[r * top_n + i].logprob : -std::numeric_limits<float>::infinity();
     }
   }
   nb::dict d;
-  d["block"] = block;
-  d["rows"] = B;
-  d["top_n"] = top_n;
-  if (tok_out.a) d["tokens"] = tok_out.owner;
+  if (tok_out.a)
+    d["tokens"] = tok_out.owner;
+  else
+    d["tokens"] = tokens;
+  d["logprobs"] = logprobs;
+  d["ranks"] = ranks;
+  d["status"] = status;
+  d["top_ids"] = top_ids;
+  d["top_logprobs"] = top_lps;
   kept.put(d);
   return d;
 }
