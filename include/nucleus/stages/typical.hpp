@@ -26,7 +26,7 @@ namespace nucleus {
 namespace detail {
 inline constexpr double typical_bins_per_unit = 32.0;  // histogram resolution in distance units (nats)
 inline constexpr std::size_t typical_band_min = 512;   // fewer candidates: the exact histogram only
-inline constexpr std::size_t typical_ring_subs = 64;   // a ring's sub-bins before its one sort
+inline constexpr std::size_t typical_ring_subs = 64;   // a ring's sub-bins at least (one per 8 members)
 
 // The ranking key: the distance of a scaled logit y from the mean, float y in double arithmetic.
 inline double typical_distance(float y, double mean) noexcept {
@@ -173,7 +173,7 @@ inline bool typical_banded(row_state& s, float p, float mx, std::uint32_t start_
       // The ring's sub-bins (monotone in the distance: equal distances share one), the one where the
       // running mass reaches the bound, its members first, sorted: distance, the higher logit, the
       // lower id. Each member's sub-bin rides above its index (32 bits: n < 2^32).
-      const std::size_t subs = std::clamp<std::size_t>(m / 8, 64, hist_bins);
+      const std::size_t subs = std::clamp<std::size_t>(m / 8, typical_ring_subs, hist_bins);
       const double per = static_cast<double>(subs) / width;
       wsum* mass = ws.hist_mass.data();
       std::fill(mass, mass + subs, wsum{0});
@@ -356,7 +356,8 @@ struct typical_stage : stage<typical_stage> {
     const float mx = s.max_logit();
     if (!s.live() || s.size() == 1) return;
     // Many candidates: the ring around an estimate (no pass over every candidate but SIMD ones).
-    if (min_keep == 1 && s.size() >= detail::typical_band_min &&
+    // (members carry their sub-bin above a 32-bit index)
+    if (min_keep == 1 && s.size() >= detail::typical_band_min && s.size() <= 0xFFFFFFFFu &&
         detail::typical_banded(s, typical_p, mx, detail::hist_bins))
       return;
     detail::typical_exact(s, typical_p, min_keep);
