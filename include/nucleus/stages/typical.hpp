@@ -193,9 +193,10 @@ inline bool typical_banded(row_state& s, float p, float mx, std::uint32_t start_
       }
       auto index = [](std::uint64_t k) { return k & 0xFFFFFFFFu; };
       auto sub = [](std::uint64_t k) { return static_cast<std::size_t>(k >> 32); };
-      wsum before = inside;
-      std::size_t at = 0;
-      while (before + mass[at] < bound) before += mass[at++];
+      // (the search from the mass inside: the cut's sub-bin exists, as inside + ring reaches the bound)
+      const bin_edge cut = find_edge_bin(mass, static_cast<std::uint32_t>(subs), bound - inside);
+      wsum before = inside + cut.before;
+      const std::size_t at = cut.edge;
       std::size_t front = 0;
       for (std::size_t k = 0; k < m; ++k)
         if (sub(members[k]) == at) std::swap(members[front++], members[k]);
