@@ -18,8 +18,6 @@ namespace nc = nucleus;
 
 namespace {
 
-constexpr nc::engine_order orders[] = {nc::engine_order::nucleus, nc::engine_order::vllm,
-                                       nc::engine_order::hf, nc::engine_order::llama_cpp};
 constexpr std::size_t vocab = 64;
 
 // A row where every knob's probe visibly acts: a geometric spread (p0 ~ 0.3, the tail well under
@@ -135,7 +133,8 @@ TEST_CASE("knob table: a value out of each number's range is refused, naming the
       REQUIRE_FALSE(k.in_range(v));
       nc::sampling_params p;
       k.set(p, v);
-      for (nc::engine_order o : orders) {
+      for (const nc::detail::engine_order_info& info : nc::detail::engine_orders) {
+        const nc::engine_order o = info.order;
         try {
           nc::sampler s(p, o);
           FAIL("accepted");
@@ -153,7 +152,8 @@ TEST_CASE("knob table: every engine order acts on each knob or refuses it", "[en
   std::size_t acted = 0, refused = 0;
   for (const nc::knob& k : nc::knobs) {
     if (k.shard == nc::shard_rule::none) continue;  // seed and logprobs: not the distribution
-    for (nc::engine_order o : orders) {
+    for (const nc::detail::engine_order_info& info : nc::detail::engine_orders) {
+      const nc::engine_order o = info.order;
       INFO(k.name << " in the " << nc::detail::order_info(o).name << " order");
       const nc::sampling_params on = probe_params(k);
       const nc::sampling_params off = base_of(k);
@@ -183,7 +183,8 @@ TEST_CASE("knob table: a sharded row honours each knob or gathers", "[engine][kn
   std::size_t fast = 0, gathered = 0;
   for (const nc::knob& k : nc::knobs) {
     if (k.shard == nc::shard_rule::none) continue;
-    for (nc::engine_order o : orders) {
+    for (const nc::detail::engine_order_info& info : nc::detail::engine_orders) {
+      const nc::engine_order o = info.order;
       if (!k.in_order(o) || (k.modifies && !nc::find_knob(k.modifies)->in_order(o))) continue;
       INFO(k.name << " in the " << nc::detail::order_info(o).name << " order");
       nc::sampling_params p = probe_params(k);

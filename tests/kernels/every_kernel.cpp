@@ -25,7 +25,7 @@ namespace {
 constexpr float inf = std::numeric_limits<float>::infinity();
 
 using nucleus_test::isa_guard;
-const auto runnable = nucleus_test::runnable_isas;
+using nucleus_test::runnable_isas;
 
 template <class T>
 T from_float(float v) {
@@ -83,7 +83,7 @@ void check_row(const std::vector<T>& x, std::size_t& checked) {
   // Ascending in scan order, as every candidate set the library builds (select_top_k's precondition).
   for (std::size_t i = 0; i < n; ++i) ids[i] = static_cast<std::int32_t>(3 * i + 1);
 
-  for (isa t : runnable()) {
+  for (isa t : runnable_isas()) {
     INFO("target " << nucleus::isa_name(t) << ", n " << n);
     REQUIRE(nucleus::set_isa(t));
     const auto& k = d::kernels<T>();
@@ -352,13 +352,13 @@ std::size_t run_all() {
 }  // namespace
 
 TEST_CASE("every kernel on every target equals its definition: float rows", "[kernels]") {
-  CHECK(run_all<float>() == 48 * runnable().size());
+  CHECK(run_all<float>() == 48 * runnable_isas().size());
 }
 TEST_CASE("every kernel on every target equals its definition: bf16 rows", "[kernels]") {
-  CHECK(run_all<nucleus::bf16>() == 48 * runnable().size());
+  CHECK(run_all<nucleus::bf16>() == 48 * runnable_isas().size());
 }
 TEST_CASE("every kernel on every target equals its definition: f16 rows", "[kernels]") {
-  CHECK(run_all<nucleus::f16>() == 48 * runnable().size());
+  CHECK(run_all<nucleus::f16>() == 48 * runnable_isas().size());
 }
 TEST_CASE("mass_histogram's bins add past 64 bits over rows longer than its runs", "[kernels]") {
   isa_guard g;
@@ -374,7 +374,7 @@ TEST_CASE("mass_histogram's bins add past 64 bits over rows longer than its runs
         d::weight(d::exp_scalar(y));
   }
   REQUIRE(want[0] > d::wsum{~std::uint64_t{0}});
-  for (isa t : runnable()) {
+  for (isa t : runnable_isas()) {
     INFO("target " << nucleus::isa_name(t));
     REQUIRE(nucleus::set_isa(t));
     std::vector<d::wsum> mass(d::hist_bins);

@@ -30,13 +30,13 @@ double ulps(float got, double exact) {
 }
 
 using nucleus_test::isa_guard;
-const auto runnable = nucleus_test::runnable_isas;
+using nucleus_test::runnable_isas;
 
 }  // namespace
 
 TEST_CASE("the dispatcher runs the target it is set to, and refuses unknown ones") {
   isa_guard g;
-  for (isa t : runnable()) {
+  for (isa t : runnable_isas()) {
     CHECK(nucleus::set_isa(t));
     CHECK(nucleus::active_isa() == t);
   }
@@ -56,7 +56,7 @@ TEST_CASE("exp is within 2 ulp on (-86, 0] and every target equals the scalar ex
     if (y > -86.0f) worst = std::max(worst, ulps(d::exp_scalar(y), std::exp(static_cast<double>(y))));
   INFO("worst error " << worst << " ulp over " << ys.size() << " arguments");
   CHECK(worst <= 2.0);
-  for (isa t : runnable()) {
+  for (isa t : runnable_isas()) {
     INFO("target " << nucleus::isa_name(t));
     nucleus::set_isa(t);
     std::vector<float> packed(ys.size());
@@ -75,7 +75,7 @@ TEST_CASE("exp gives 0 for -inf, NaN and arguments at or below -86") {
       -std::numeric_limits<float>::infinity(), nan, -86.0f, -87.0f, -100.0f, -1e30f};
   for (float y : ys) CHECK(d::exp_scalar(y) == 0.0f);
   CHECK(d::exp_scalar(0.0f) == 1.0f);
-  for (isa t : runnable()) {
+  for (isa t : runnable_isas()) {
     nucleus::set_isa(t);
     std::vector<float> row(128, 0.0f);
     for (std::size_t i = 0; i < row.size(); ++i) row[i] = ys[i % ys.size()];
@@ -109,7 +109,7 @@ TEST_CASE("a weight is floor(e * 2^48), and exp_sum adds them exactly on every t
     INFO("n = " << n);
     CHECK(std::abs(d::to_double(ref) - real) <= 4e-7 * real);
     std::vector<std::uint64_t> blocks(n / d::block_elems + 1);
-    for (isa t : runnable()) {
+    for (isa t : runnable_isas()) {
       INFO("target " << nucleus::isa_name(t));
       nucleus::set_isa(t);
       CHECK(d::exp_sum(row.data(), n, m, 0.7f, blocks.data()) == ref);
@@ -165,7 +165,7 @@ TEST_CASE("moment_sums adds the weights and w * trunc(-y 2^40) exactly on every 
       const double mean = -static_cast<double>(weighted) / static_cast<double>(total) * 0x1p-40;
       INFO("n = " << n << ", scale = " << scale);
       CHECK(std::abs(mean - zy / z) <= 1e-6 * (1.0 + std::abs(zy / z)));
-      for (isa t : runnable()) {
+      for (isa t : runnable_isas()) {
         INFO("target " << nucleus::isa_name(t));
         nucleus::set_isa(t);
         std::vector<float> out(n, -1.0f);

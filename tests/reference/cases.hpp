@@ -4,9 +4,12 @@
 
 #include <nucleus/nucleus.hpp>
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <iterator>
 #include <span>
 #include <string>
@@ -216,6 +219,20 @@ inline nucleus_ref::observed observe(const nucleus::distribution& d) {
   o.probs.assign(d.probs().begin(), d.probs().end());
   o.sorted = d.sorted();
   return o;
+}
+
+// The surviving ids in increasing order (a set comparison, whatever order the stage left).
+inline std::vector<std::int32_t> sorted_ids(const nucleus_ref::observed& o) {
+  auto ids = o.ids;
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+// Logits ln(p) for the given probabilities.
+inline std::vector<float> log_row(std::initializer_list<double> probs) {
+  std::vector<float> row;
+  for (double p : probs) row.push_back(static_cast<float>(std::log(p)));
+  return row;
 }
 
 // ---------------------------------------------------------------------------------------------

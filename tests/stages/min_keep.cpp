@@ -12,25 +12,15 @@ namespace ref = nucleus_ref;
 using Catch::Matchers::Contains;
 using nucleus_cases::check_proc;
 using nucleus_cases::error_log;
+using nucleus_cases::log_row;
 using nucleus_cases::observe;
+using nucleus_cases::sorted_ids;
 using nucleus_cases::with_kind;
 using ids = std::vector<std::int32_t>;
 
 namespace {
 
 constexpr int keeps[] = {2, 7, 64, 5000};  // 5000: more than every small row holds
-
-ids sorted_ids(const ref::observed& o) {
-  auto v = o.ids;
-  std::sort(v.begin(), v.end());
-  return v;
-}
-
-std::vector<float> log_row(std::initializer_list<double> probs) {
-  std::vector<float> row;
-  for (double p : probs) row.push_back(static_cast<float>(std::log(p)));
-  return row;
-}
 
 }  // namespace
 

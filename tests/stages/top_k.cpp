@@ -10,17 +10,8 @@ namespace ref = nucleus_ref;
 using nucleus_cases::check_proc;
 using nucleus_cases::error_log;
 using nucleus_cases::observe;
+using nucleus_cases::sorted_ids;
 using nucleus_cases::with_kind;
-
-namespace {
-
-std::vector<std::int32_t> sorted_ids(const ref::observed& o) {
-  auto ids = o.ids;
-  std::sort(ids.begin(), ids.end());
-  return ids;
-}
-
-}  // namespace
 
 TEST_CASE("top_k: survivors and probabilities match the reference", "[stages][top_k]") {
   error_log log;

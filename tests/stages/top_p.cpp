@@ -10,25 +10,10 @@ namespace nc = nucleus;
 namespace ref = nucleus_ref;
 using nucleus_cases::check_proc;
 using nucleus_cases::error_log;
+using nucleus_cases::log_row;
 using nucleus_cases::observe;
+using nucleus_cases::sorted_ids;
 using nucleus_cases::with_kind;
-
-namespace {
-
-std::vector<std::int32_t> sorted_ids(const ref::observed& o) {
-  auto ids = o.ids;
-  std::sort(ids.begin(), ids.end());
-  return ids;
-}
-
-// logits ln(p) for the given probabilities
-std::vector<float> log_row(std::initializer_list<double> probs) {
-  std::vector<float> row;
-  for (double p : probs) row.push_back(static_cast<float>(std::log(p)));
-  return row;
-}
-
-}  // namespace
 
 TEST_CASE("top_p: survivors and probabilities match the reference", "[stages][top_p]") {
   error_log log;
