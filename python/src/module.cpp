@@ -261,10 +261,11 @@ nb::ndarray<nb::numpy, T> owned(std::vector<std::size_t> shape) {
 }
 
 // Each row's sampler and request, as sample_batch builds them: a row whose seed differs from its
-// Sampler's gets a copy with that seed; mirostat's mu starts at 2 tau (a call carries no state).
+// Sampler's carries that seed in its request (row_request::seed); mirostat's mu starts at 2 tau (a
+// call carries no state).
 struct request_rows {
   std::vector<const nc::sampler*> sp;
-  std::vector<std::optional<nc::sampler>> reseeded;
+  std::vector<std::optional<std::uint64_t>> seed;
   std::vector<std::uint64_t> pos, stream;
   std::vector<std::vector<std::int32_t>> prompt, output;
   std::vector<float> mu;
@@ -274,7 +275,7 @@ struct request_rows {
   request_rows(nb::handle samplers, std::size_t B, nb::handle seeds, nb::handle positions, nb::handle streams,
                nb::handle prompts, nb::handle outputs, const char* params_name = "params")
       : sp(B),
-        reseeded(B),
+        seed(B),
         pos(per_row<std::uint64_t>(positions, B, "positions", 0)),
         stream(per_row<std::uint64_t>(streams, B, "streams", 0)),
         prompt(histories(prompts, B, "prompts")),
@@ -291,12 +292,7 @@ struct request_rows {
         type_error(std::string(params_name) + "[" + std::to_string(r) + "] is not a nucleus Sampler");
       const nc::sampler& s = nb::cast<const py_sampler&>(h).s;
       sp[r] = &s;
-      if (!seeds.is_none() && seed_v[r] != s.params().seed) {
-        nc::sampling_params p = s.params();
-        p.seed = seed_v[r];
-        reseeded[r].emplace(std::move(p), s.order());
-        sp[r] = &*reseeded[r];
-      }
+      if (!seeds.is_none()) seed[r] = seed_v[r];
       mu[r] = nc::mirostat_initial_mu(sp[r]->params().mirostat_tau);
     }
   }
@@ -323,7 +319,7 @@ struct request_rows {
     bitmask_owner = a;
   }
   nc::row_request request(std::size_t r) {
-    return {prompt[r], output[r], bitmask[r], pos[r], &mu[r], stream[r]};
+    return {prompt[r], output[r], bitmask[r], pos[r], &mu[r], stream[r], seed[r]};
   }
 };
 

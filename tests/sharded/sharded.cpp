@@ -157,3 +157,34 @@ TEST_CASE("sharded: a message survives its byte form; a cut or forged one is an 
   nc::shard_message f;
   CHECK_THROWS_WITH(f.decode(forged), Catch::Contains("keys length"));
 }
+
+TEST_CASE("sharded: a request's own seed draws what a sampler built with that seed draws",
+          "[sharded][seed]") {
+  std::size_t moved = 0;
+  for (std::size_t i = 0; i < 200; ++i) {
+    sharded_case c = make_case(30000 + i);
+    const nc::sampler shared(c.params, c.order);
+    nc::sampling_params q = c.params;
+    q.seed = ~c.params.seed;
+    const nc::sampler built(q, c.order);
+    nc::split_sampler split(shared, 8);
+    nc::workspace ws(c.row.size());
+    nc::row_request plain = request_of(c), with_seed = plain, again = plain;
+    with_seed.seed = q.seed;
+    float mu = 2.0f * c.params.mirostat_tau, mu2 = mu, mu3 = mu;
+    if (c.params.mirostat != 0) {
+      plain.mirostat_mu = &mu;
+      with_seed.mirostat_mu = &mu2;
+      again.mirostat_mu = &mu3;
+    }
+    std::vector<nc::token_logprob> want_top(8), got_top(8);
+    const std::span<const float> x(c.row);
+    const nc::row_result want = built.sample(x, ws, plain, std::span<nc::token_logprob>(want_top));
+    INFO(c.describe());
+    CHECK(split.sample(x, std::span<const std::size_t>(c.cuts), with_seed,
+                       std::span<nc::token_logprob>(got_top)) == want);
+    CHECK(std::equal(want_top.begin(), want_top.begin() + want.top_count, got_top.begin()));
+    if (!(shared.sample(x, ws, again) == want)) ++moved;  // the seed is not ignored
+  }
+  CHECK(moved > 50);
+}

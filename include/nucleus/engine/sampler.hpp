@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <span>
 #include <utility>
 #include <variant>
@@ -41,7 +42,15 @@ struct row_request {
   float* mirostat_mu = nullptr;            // mirostat's mu, owned by the request (start: 2 * tau);
                                            // required when params.mirostat != 0, updated by the draw
   std::uint64_t stream = 0;                // the sample's index among a request's n (draw_key::stream)
+  // This request's own seed, in place of params.seed: one sampler serves requests that each bring a
+  // seed, and draws what a sampler built with that seed draws. Unset: params.seed.
+  std::optional<std::uint64_t> seed;
 };
+
+// The draw key of a request: its seed (or the params' seed), its position and its stream.
+inline draw_key key_of(const row_request& rq, std::uint64_t params_seed) noexcept {
+  return draw_key{rq.seed.value_or(params_seed), rq.position, rq.stream};
+}
 
 struct row_result {
   std::int32_t token = -1;      // -1 unless status == ok
@@ -238,7 +247,7 @@ class sampler {
     if (params_.mirostat != 0 && rq.mirostat_mu == nullptr) return status::invalid_input;
     with_row(row, ws, rq, [&](auto x) {
       row_state s(x, ws);
-      const draw_key key{params_.seed, rq.position, rq.stream};
+      const draw_key key = key_of(rq, params_.seed);
       if (params_.mirostat != 0) {
         temperature_stage{{}, params_.temperature}.apply(s);
         if (params_.mirostat == 1) mirostat_v1(rq).truncate(s);
@@ -304,7 +313,7 @@ class sampler {
   row_result run(const C& c, std::span<const U> x, std::span<const T> raw, workspace& ws,
                  const row_request& rq, std::span<token_logprob> top) const {
     row_state s(x, ws);
-    const sample_result d = c.finish(s, draw_key{params_.seed, rq.position, rq.stream});
+    const sample_result d = c.finish(s, key_of(rq, params_.seed));
     row_result r{d.token, d.logprob, 0, 0, d.status};
     if (d.status != status::ok || params_.logprobs < 0) return r;
     const std::size_t n = std::min(top_n(), top.size());

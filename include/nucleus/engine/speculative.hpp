@@ -82,7 +82,7 @@ class draft_verifier {
       const double qx = q ? static_cast<double>(q[x]) : 1.0;
       if (!(qx >= 0.0 && qx <= 1.0)) return {accepted, accepted, status::invalid_input};
       const double px = prob_of(d, x);
-      const draw_key key{s.params().seed, ri.position, rq.stream};
+      const draw_key key = key_of(ri, s.params().seed);
       // Greedy needs no coin: the draft stands while it is the target's argmax (p is one-hot there).
       const bool accept = greedy ? px > 0.0 : detail::uniform(key, detail::key_stream::verify) * qx < px;
       if (accept) {

@@ -548,8 +548,7 @@ class shard_sampler {
     for (const shard_message& m : all) row_.total += m.mass;
     if (row_.total == 0)
       return finish({.status = status::no_candidates});  // unreachable: the max weighs 2^48
-    const detail::wsum point =
-        detail::draw_point(draw_key{plan_.seed, row_.rq->position, row_.rq->stream}, row_.total);
+    const detail::wsum point = detail::draw_point(key_of(*row_.rq, plan_.seed), row_.total);
     // The owner: the first shard whose mass takes the running total past the point.
     detail::wsum before = 0;
     std::size_t owner = 0, i = 0;
@@ -706,11 +705,8 @@ class shard_sampler {
     }
     row_state s(std::span<const float>(v, n), ws);
     s.assign(n, rank_order);
-    const sample_result d = std::visit(
-        [&](const auto& ch) {
-          return ch.finish(s, draw_key{plan_.seed, row_.rq->position, row_.rq->stream});
-        },
-        c);
+    const sample_result d =
+        std::visit([&](const auto& ch) { return ch.finish(s, key_of(*row_.rq, plan_.seed)); }, c);
     row_result r{d.token, d.logprob, 0, 0, d.status};
     row_.result = r;
     if (d.status != status::ok || plan_.logprobs < 0) return finish(r);
