@@ -260,8 +260,8 @@ nb::ndarray<nb::numpy, T> owned(std::vector<std::size_t> shape) {
   return nb::ndarray<nb::numpy, T>(data, shape.size(), shape.data(), owner);
 }
 
-// Each row's sampler and request, as sample_batch builds them: a row whose seed differs from its
-// Sampler's carries that seed in its request (row_request::seed); mirostat's mu starts at 2 tau (a
+// Each row's sampler and request, as sample_batch builds them: with seeds=, each row's request
+// carries its seed (row_request::seed, in place of its Sampler's); mirostat's mu starts at 2 tau (a
 // call carries no state).
 struct request_rows {
   std::vector<const nc::sampler*> sp;
