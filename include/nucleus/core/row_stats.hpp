@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 
 #include "nucleus/core/row_state.hpp"
 #include "nucleus/simd/targets.hpp"
@@ -85,11 +86,39 @@ inline void keep_weight_at_least(row_state& s, double w_min) noexcept {
   // weight(e) = floor(e * 2^48) >= w_min  <=>  e * 2^48 >= ceil(w_min): a compare of e itself (e * 2^48
   // is exact in double).
   const double e_min = std::ceil(w_min) * detail::weight_ulp;
+  const float inv = s.inv_temperature();
+  const float y_lo = exp_at_least_bound(e_min);
+  if (!(e_min > 0.0)) {  // every candidate qualifies (mirostat 2's mu past 2^-mu's range, say)
+    s.keep_scaled_at_least(0.0f, 1.0f, -std::numeric_limits<float>::max());
+    return;
+  }
+  if (inv <= std::numeric_limits<float>::max() && m < inf()) {
+    // Every y at or above y_hi has an exp of at least e_min (exp_scalar is within 2 ulp of exp, far
+    // inside the 2^-10 margin; e_min >= 2^-48 keeps y_hi inside exp's range). So only the candidates
+    // in [y_lo, y_hi), a narrow band found by one SIMD pass, need the exact exp: the least logit among
+    // them that qualifies is the cut; when none does, every logit at or above y_hi qualifies and
+    // nothing below it, and the maximum (y = 0) always stays. The same threshold as testing every
+    // candidate, without a copy or an exp per candidate of a row that keeps most of them.
+    const float y_hi = std::nextafter(static_cast<float>(std::log(e_min) + 0x1p-10), inf());
+    const std::size_t n = s.size();
+    std::uint64_t* keys = s.ws().keys.ensure(n);
+    const std::size_t members = s.visit(
+        [&](const auto* x) { return collect_bin(x, s.ids_or_null(), n, m, inv, 1.0f, y_lo, y_hi, keys); });
+    std::uint32_t cut = ~std::uint32_t{0};
+    for (std::size_t j = 0; j < members; ++j) {
+      const float v = key_value(keys[j]);
+      if (static_cast<double>(exp_scalar(scaled(v, m, inv))) >= e_min) cut = std::min(cut, ordered(v));
+    }
+    if (cut != ~std::uint32_t{0})
+      s.keep_scaled_at_least(0.0f, 1.0f, from_ordered(cut));
+    else
+      s.keep_scaled_at_least(m, inv, std::min(y_hi, 0.0f));
+    return;
+  }
+  // (1/T = inf, or a row of +inf maxima: y is NaN at the maximum.)
   // First the candidates that may qualify, and the maximum (y = 0; NaN only at 1/T = inf, where this
   // step is skipped): a superset of the result, since a larger logit has a larger y. Then the least
   // qualifying logit, as an order-preserving integer, is the cut.
-  const float inv = s.inv_temperature();
-  const float y_lo = exp_at_least_bound(e_min);
   const float may_qualify = y_lo < 0.0f ? y_lo : 0.0f;
   if (scaled(m, m, inv) >= may_qualify) s.keep_scaled_at_least(m, inv, may_qualify);
   std::uint32_t cut = ordered(m);

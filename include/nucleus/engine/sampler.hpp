@@ -44,7 +44,7 @@ struct row_request {
   std::uint64_t stream = 0;                // the sample's index among a request's n (draw_key::stream)
   // This request's own seed, in place of params.seed: one sampler serves requests that each bring a
   // seed, and draws what a sampler built with that seed draws. Unset: params.seed.
-  std::optional<std::uint64_t> seed;
+  std::optional<std::uint64_t> seed = std::nullopt;
 };
 
 // The draw key of a request: its seed (or the params' seed), its position and its stream.
