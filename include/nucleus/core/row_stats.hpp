@@ -98,8 +98,9 @@ inline void keep_weight_at_least(row_state& s, double w_min) noexcept {
     // in [y_lo, y_hi), a narrow band found by one SIMD pass, need the exact exp: the least logit among
     // them that qualifies is the cut; when none does, every logit at or above y_hi qualifies and
     // nothing below it, and the maximum (y = 0) always stays. The same threshold as testing every
-    // candidate, without a copy or an exp per candidate of a row that keeps most of them.
+    // candidate, without an exp per candidate of a row that keeps most of them.
     const float y_hi = std::nextafter(static_cast<float>(std::log(e_min) + 0x1p-10), inf());
+    if (y_lo < 0.0f) s.keep_scaled_at_least(m, inv, y_lo);  // first a superset, few in a peaked row
     const std::size_t n = s.size();
     std::uint64_t* keys = s.ws().keys.ensure(n);
     const std::size_t members = s.visit(
