@@ -26,8 +26,8 @@
 
 namespace nucleus::bench {
 
-// Llama-2, Llama-3, Qwen2, Qwen3-Next and Gemma-3 vocabularies.
-inline constexpr std::array<std::int64_t, 5> vocab_sizes{32000, 128256, 151936, 248320, 262144};
+// Llama-2, SmolLM2, Llama-3, Qwen2, Qwen3-Next and Gemma-3 vocabularies.
+inline constexpr std::array<std::int64_t, 6> vocab_sizes{32000, 49152, 128256, 151936, 248320, 262144};
 
 using aligned_floats = std::vector<float, xsimd::aligned_allocator<float>>;
 
