@@ -219,6 +219,10 @@ got = [res.fp.readline() for _ in range(6)]
 conn.sock.close()
 conn.close()
 deadline = time.time() + 300
+# The scheduler counts a step's sequences after the step's forward pass, so the first tokens can reach
+# the client before the health counts them: wait for the count first, or "active" may still read 0.
+while server.health()["nucleus"]["tokens"] - before < 1 and time.time() < deadline:
+    time.sleep(0.01)
 while server.health()["nucleus"]["active"] > 0 and time.time() < deadline:
     time.sleep(0.05)
 generated = server.health()["nucleus"]["tokens"] - before
