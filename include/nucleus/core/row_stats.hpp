@@ -51,6 +51,11 @@ inline row_moments moments(row_state& s) noexcept {
 inline float exp_at_least_bound(double e_min) noexcept {
   return e_min > 0.0 ? std::nextafter(static_cast<float>(std::log(e_min) - 0x1p-10), -inf()) : -inf();
 }
+// Its mirror: every y at or above this has an exp of at least e_min > 0 (the same 2^-10 margin; e_min
+// >= 2^-48 keeps it inside exp's range).
+inline float exp_surely_at_least_bound(double e_min) noexcept {
+  return std::nextafter(static_cast<float>(std::log(e_min) + 0x1p-10), inf());
+}
 
 // Calls f(v, i) for each candidate i (logit v) whose exp(y) is at least e_min, in order; never for
 // -inf or NaN. A SIMD pass (compact_ge, the same float y) keeps the candidates at or above
@@ -92,42 +97,32 @@ inline void keep_weight_at_least(row_state& s, double w_min) noexcept {
     s.keep_scaled_at_least(0.0f, 1.0f, -std::numeric_limits<float>::max());
     return;
   }
-  if (inv <= std::numeric_limits<float>::max() && m < inf()) {
-    // Every y at or above y_hi has an exp of at least e_min (exp_scalar is within 2 ulp of exp, far
-    // inside the 2^-10 margin; e_min >= 2^-48 keeps y_hi inside exp's range). So only the candidates
-    // in [y_lo, y_hi), a narrow band found by one SIMD pass, need the exact exp: the least logit among
-    // them that qualifies is the cut; when none does, every logit at or above y_hi qualifies and
-    // nothing below it, and the maximum (y = 0) always stays. The same threshold as testing every
-    // candidate, without an exp per candidate of a row that keeps most of them.
-    const float y_hi = std::nextafter(static_cast<float>(std::log(e_min) + 0x1p-10), inf());
-    if (y_lo < 0.0f) s.keep_scaled_at_least(m, inv, y_lo);  // first a superset, few in a peaked row
-    const std::size_t n = s.size();
-    std::uint64_t* keys = s.ws().keys.ensure(n);
-    const std::size_t members = s.visit(
-        [&](const auto* x) { return collect_bin(x, s.ids_or_null(), n, m, inv, 1.0f, y_lo, y_hi, keys); });
-    std::uint32_t cut = ~std::uint32_t{0};
-    for (std::size_t j = 0; j < members; ++j) {
-      const float v = key_value(keys[j]);
-      if (static_cast<double>(exp_scalar(scaled(v, m, inv))) >= e_min) cut = std::min(cut, ordered(v));
-    }
-    if (cut != ~std::uint32_t{0})
-      s.keep_scaled_at_least(0.0f, 1.0f, from_ordered(cut));
-    else
-      s.keep_scaled_at_least(m, inv, std::min(y_hi, 0.0f));
+  if (!(inv <= std::numeric_limits<float>::max()) || m == inf()) {
+    // 1/T = inf (every y below the maximum is -inf, weight 0), or a row of +inf maxima (the only
+    // candidates): only the maximum has a weight, and it always stays.
+    s.keep_scaled_at_least(0.0f, 1.0f, m);
     return;
   }
-  // (1/T = inf, or a row of +inf maxima: y is NaN at the maximum.)
-  // First the candidates that may qualify, and the maximum (y = 0; NaN only at 1/T = inf, where this
-  // step is skipped): a superset of the result, since a larger logit has a larger y. Then the least
-  // qualifying logit, as an order-preserving integer, is the cut.
-  const float may_qualify = y_lo < 0.0f ? y_lo : 0.0f;
-  if (scaled(m, m, inv) >= may_qualify) s.keep_scaled_at_least(m, inv, may_qualify);
-  std::uint32_t cut = ordered(m);
-  for_each_exp_at_least(s, e_min, [&](float v, std::size_t) {
-    const std::uint32_t k = ordered(v);
-    cut = k < cut ? k : cut;
-  });
-  s.keep_scaled_at_least(0.0f, 1.0f, from_ordered(cut));
+  // Every y at or above y_hi qualifies (exp_surely_at_least_bound). So only the candidates in
+  // [y_lo, y_hi), a narrow band found by one SIMD pass, need the exact exp: the least logit among
+  // them that qualifies is the cut; when none does, every logit at or above y_hi qualifies and
+  // nothing below it, and the maximum (y = 0) always stays. The same threshold as testing every
+  // candidate, without an exp per candidate of a row that keeps most of them.
+  const float y_hi = exp_surely_at_least_bound(e_min);
+  if (y_lo < 0.0f) s.keep_scaled_at_least(m, inv, y_lo);  // first a superset, few in a peaked row
+  const std::size_t n = s.size();
+  std::uint64_t* keys = s.ws().keys.ensure(n);
+  const std::size_t members = s.visit(
+      [&](const auto* x) { return collect_bin(x, s.ids_or_null(), n, m, inv, 1.0f, y_lo, y_hi, keys); });
+  std::uint32_t cut = ~std::uint32_t{0};
+  for (std::size_t j = 0; j < members; ++j) {
+    const float v = key_value(keys[j]);
+    if (static_cast<double>(exp_scalar(scaled(v, m, inv))) >= e_min) cut = std::min(cut, ordered(v));
+  }
+  if (cut != ~std::uint32_t{0})
+    s.keep_scaled_at_least(0.0f, 1.0f, from_ordered(cut));
+  else
+    s.keep_scaled_at_least(m, inv, std::min(y_hi, 0.0f));
 }
 
 }  // namespace nucleus::detail
