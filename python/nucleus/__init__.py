@@ -128,7 +128,7 @@ class Sampler:
         words = None if bitmask is None else _bitmask_words(bitmask, 1, logits.shape[0], True)
         # the one row's request, as _sample_split and _sample_batch take it
         request = (
-            [self._s],
+            [self],
             None if seed is None else [seed],
             [position],
             [stream],
@@ -200,15 +200,6 @@ def _row_samplers(params: Any, rows: int, order: str) -> list:
     if len(out) != rows:
         raise ValueError(f"nucleus: params must give one Sampler per row ({len(out)} for {rows} rows)")
     return out
-
-
-def _handles(samplers: list) -> list:
-    """The C++ samplers behind a list of Samplers (TypeError naming the first entry that is not one)."""
-    handles = [s._s for s in samplers if isinstance(s, Sampler)]
-    if len(handles) != len(samplers):
-        i = next(i for i, s in enumerate(samplers) if not isinstance(s, Sampler))
-        raise TypeError(f"nucleus: params[{i}] is not a nucleus.Sampler")
-    return handles
 
 
 def _threads(threads: Any) -> int:
@@ -311,7 +302,7 @@ def sample_batch(
     x, bits = _bf16_bits(logits)
     res = _nucleus._sample_batch(
         x,
-        _handles(samplers),
+        samplers,
         seeds,
         positions,
         streams,
@@ -362,7 +353,7 @@ def logprobs(
     res = _nucleus._logprobs(
         x,
         t,
-        _handles(samplers),
+        samplers,
         seeds,
         positions,
         streams,
@@ -434,7 +425,7 @@ def verify_batch(
     samplers = _row_samplers(params, len(ds), order)
     x, bits = _bf16_bits(target)
     res = _nucleus._verify(
-        x, _handles(samplers), ds, qs, seeds, positions, streams, prompts, outputs, _threads(threads), bits
+        x, samplers, ds, qs, seeds, positions, streams, prompts, outputs, _threads(threads), bits
     )
     return _make(VerifyBatch, res)
 

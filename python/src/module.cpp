@@ -5,6 +5,10 @@
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
+// Result arrays come from numpy's C API: exporting an nb::ndarray goes through the buffer protocol and
+// numpy.asarray, about 0.7 us per array, six of them per sample_batch call (docs/python.md, "Overhead").
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
 
 #include <algorithm>
 #include <cmath>
@@ -62,6 +66,25 @@ std::vector<std::int32_t> ids_of(nb::handle v, const std::string& name) {
   return out;
 }
 
+// One integer of a draw key (a seed, position or stream): a Python int or a numpy / torch integer in
+// [0, 2^64). A bool or a float is refused, not truncated.
+std::uint64_t key_int(nb::handle h, const std::string& name) {
+  PyObject* o = h.ptr();
+  if (PyBool_Check(o) || PyFloat_Check(o) || !PyIndex_Check(o) || PyArray_IsScalar(o, Bool))
+    type_error(name + " must be an int (got " + Py_TYPE(o)->tp_name + ")");
+  nb::object i = nb::steal(PyNumber_Index(o));
+  if (!i.is_valid()) {
+    PyErr_Clear();
+    type_error(name + " must be an int (got " + Py_TYPE(o)->tp_name + ")");
+  }
+  const unsigned long long v = PyLong_AsUnsignedLongLong(i.ptr());
+  if (v == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
+    PyErr_Clear();
+    value_error(name + ": " + nb::cast<std::string>(nb::str(i)) + " is outside [0, 2^64)");
+  }
+  return v;
+}
+
 // One keyword through the knob table: its kind decides the Python type it takes.
 void set_knob(nc::sampling_params& p, const std::string& key, nb::handle v) {
   const nc::knob* k = nc::find_knob(key);
@@ -110,8 +133,7 @@ void set_knob(nc::sampling_params& p, const std::string& key, nb::handle v) {
       return;
     }
     case nc::knob_kind::seed: {
-      if (!nb::isinstance<nb::int_>(v) || nb::isinstance<nb::bool_>(v)) type_error("seed must be an int");
-      p.seed = nb::cast<std::uint64_t>(v);
+      p.seed = key_int(v, "seed");
       return;
     }
     case nc::knob_kind::logprobs: {
@@ -149,6 +171,19 @@ struct py_sampler {
   }
 };
 
+// A DLPack dtype as numpy spells it (float64, bool, uint16, bfloat16), for error messages.
+std::string dtype_name(const nb::dlpack::dtype& d) {
+  using code = nb::dlpack::dtype_code;
+  static const std::pair<code, const char*> names[] = {{code::Int, "int"},         {code::UInt, "uint"},
+                                                       {code::Float, "float"},     {code::Bfloat, "bfloat"},
+                                                       {code::Complex, "complex"}, {code::Bool, "bool"}};
+  std::string base = "code " + std::to_string(d.code) + " ";
+  for (const auto& [c, n] : names)
+    if (d.code == static_cast<std::uint8_t>(c)) base = n;
+  std::string out = d.code == static_cast<std::uint8_t>(code::Bool) ? base : base + std::to_string(d.bits);
+  return d.lanes == 1 ? out : out + "x" + std::to_string(d.lanes);
+}
+
 enum class row_dtype { f32, bf16, f16 };
 
 row_dtype dtype_of(const any_array& a, const char* name, bool bf16_bits) {
@@ -163,8 +198,8 @@ row_dtype dtype_of(const any_array& a, const char* name, bool bf16_bits) {
     return row_dtype::bf16;
   if (d.lanes == 1 && d.bits == 16 && d.code == static_cast<std::uint8_t>(nb::dlpack::dtype_code::Float))
     return row_dtype::f16;
-  type_error(std::string(name) + " must be float32, bfloat16 or float16 (got code " + std::to_string(d.code) +
-             ", " + std::to_string(d.bits) + " bits); nothing is converted");
+  type_error(std::string(name) + " must be float32, bfloat16 or float16 (got " + dtype_name(d) +
+             "); nothing is converted");
 }
 
 // A [B, V] view of the caller's logits: rows may be strided, a row's elements must be contiguous.
@@ -235,29 +270,109 @@ std::vector<std::vector<std::int32_t>> histories(nb::handle v, std::size_t rows,
   return out;
 }
 
-template <class T>
-std::vector<T> per_row(nb::handle v, std::size_t rows, const char* name, T fallback) {
-  std::vector<T> out(rows, fallback);
+// An integer array's entry at p, into x when its type is signed, else into u.
+template <class S, class U>
+void read_key(const char* p, bool is_int, std::int64_t& x, std::uint64_t& u) {
+  if (is_int) {
+    S v;
+    std::memcpy(&v, p, sizeof v);
+    x = v;
+  } else {
+    U v;
+    std::memcpy(&v, p, sizeof v);
+    u = v;
+  }
+}
+
+// A per-row draw-key field (seeds, positions, streams): None (the fallback), one int for every row, a
+// 1-D integer array of B entries (numpy, torch: read in place, any stride), or a sequence of B ints.
+std::vector<std::uint64_t> per_row(nb::handle v, std::size_t rows, const char* name, std::uint64_t fallback) {
+  std::vector<std::uint64_t> out(rows, fallback);
   if (v.is_none()) return out;
-  if (nb::isinstance<nb::int_>(v)) {
-    std::fill(out.begin(), out.end(), nb::cast<T>(v));
+  const std::string field(name);
+  if (PyLong_Check(v.ptr()) && !PyBool_Check(v.ptr())) {
+    std::fill(out.begin(), out.end(), key_int(v, field));
     return out;
   }
-  if (!nb::isinstance<nb::sequence>(v) && !nb::hasattr(v, "__len__"))
-    type_error(std::string(name) + " must be ints");
-  if (nb::len(v) != rows) value_error(std::string(name) + " must hold " + std::to_string(rows) + " entries");
+  any_array a;
+  if (nb::try_cast(v, a)) {
+    if (a.ndim() > 1) value_error(field + " must be 1-D (got " + std::to_string(a.ndim()) + "-D)");
+    if (a.ndim() == 0) {
+      std::fill(out.begin(), out.end(), key_int(v, field));
+      return out;
+    }
+    const nb::dlpack::dtype d = a.dtype();
+    const bool is_int = d.code == static_cast<std::uint8_t>(nb::dlpack::dtype_code::Int);
+    const bool is_uint = d.code == static_cast<std::uint8_t>(nb::dlpack::dtype_code::UInt);
+    if (d.lanes != 1 || !(is_int || is_uint) || (d.bits != 8 && d.bits != 16 && d.bits != 32 && d.bits != 64))
+      type_error(field + " must hold integers (got " + dtype_name(d) + ")");
+    if (a.shape(0) != rows) value_error(field + " must hold " + std::to_string(rows) + " entries");
+    const auto* base = static_cast<const char*>(a.data());
+    const std::ptrdiff_t step = static_cast<std::ptrdiff_t>(a.stride(0)) * (d.bits / 8);
+    for (std::size_t r = 0; r < rows; ++r) {
+      const char* p = base + static_cast<std::ptrdiff_t>(r) * step;
+      std::int64_t x = 0;
+      std::uint64_t u = 0;
+      switch (d.bits) {
+        case 8:
+          read_key<std::int8_t, std::uint8_t>(p, is_int, x, u);
+          break;
+        case 16:
+          read_key<std::int16_t, std::uint16_t>(p, is_int, x, u);
+          break;
+        case 32:
+          read_key<std::int32_t, std::uint32_t>(p, is_int, x, u);
+          break;
+        default:
+          read_key<std::int64_t, std::uint64_t>(p, is_int, x, u);
+          break;
+      }
+      if (is_int && x < 0)
+        value_error(field + "[" + std::to_string(r) + "]: " + std::to_string(x) + " is outside [0, 2^64)");
+      out[r] = is_int ? static_cast<std::uint64_t>(x) : u;
+    }
+    return out;
+  }
+  if (nb::isinstance<nb::str>(v) || nb::isinstance<nb::bytes>(v))
+    type_error(field + " must be an int, an integer array or a sequence of ints");
+  if (!nb::isinstance<nb::sequence>(v)) {  // one value for every row: an int, else refused naming its type
+    std::fill(out.begin(), out.end(), key_int(v, field));
+    return out;
+  }
+  if (nb::len(v) != rows) value_error(field + " must hold " + std::to_string(rows) + " entries");
   std::size_t r = 0;
-  for (nb::handle h : v) out[r++] = nb::cast<T>(nb::int_(h));
+  for (nb::handle h : v) {
+    out[r] = key_int(h, field + "[" + std::to_string(r) + "]");
+    ++r;
+  }
   return out;
 }
 
+// A new zero-filled numpy array of T, made by numpy itself (PyArray_ZEROS); data() is where the call
+// writes its results, with the GIL held or released, before the array is returned.
 template <class T>
-nb::ndarray<nb::numpy, T> owned(std::vector<std::size_t> shape) {
-  std::size_t n = 1;
-  for (std::size_t s : shape) n *= s;
-  T* data = new T[n == 0 ? 1 : n]();
-  nb::capsule owner(data, [](void* p) noexcept { delete[] static_cast<T*>(p); });
-  return nb::ndarray<nb::numpy, T>(data, shape.size(), shape.data(), owner);
+struct np_array : nb::object {
+  explicit np_array(nb::object o) : nb::object(std::move(o)) {}
+  T* data() const { return static_cast<T*>(PyArray_DATA(reinterpret_cast<PyArrayObject*>(ptr()))); }
+};
+
+template <class T>
+constexpr int np_type() {
+  if constexpr (std::is_same_v<T, bool>) return NPY_BOOL;
+  if constexpr (std::is_same_v<T, std::uint8_t>) return NPY_UINT8;
+  if constexpr (std::is_same_v<T, std::int32_t>) return NPY_INT32;
+  if constexpr (std::is_same_v<T, std::uint32_t>) return NPY_UINT32;
+  if constexpr (std::is_same_v<T, float>) return NPY_FLOAT32;
+}
+
+template <class T>
+np_array<T> owned(const std::vector<std::size_t>& shape) {
+  npy_intp dims[2];
+  if (shape.size() > 2) value_error("internal: result arrays have at most 2 dimensions");
+  for (std::size_t i = 0; i < shape.size(); ++i) dims[i] = static_cast<npy_intp>(shape[i]);
+  PyObject* a = PyArray_ZEROS(static_cast<int>(shape.size()), dims, np_type<T>(), 0);
+  if (!a) throw nb::python_error();
+  return np_array<T>(nb::steal(a));
 }
 
 // Each row's sampler and request, as sample_batch builds them: with seeds=, each row's request
@@ -276,8 +391,8 @@ struct request_rows {
                nb::handle prompts, nb::handle outputs, const char* params_name = "params")
       : sp(B),
         seed(B),
-        pos(per_row<std::uint64_t>(positions, B, "positions", 0)),
-        stream(per_row<std::uint64_t>(streams, B, "streams", 0)),
+        pos(per_row(positions, B, "positions", 0)),
+        stream(per_row(streams, B, "streams", 0)),
         prompt(histories(prompts, B, "prompts")),
         output(histories(outputs, B, "outputs")),
         mu(B),
@@ -285,13 +400,15 @@ struct request_rows {
     if (!nb::isinstance<nb::sequence>(samplers) || nb::len(samplers) != B)
       value_error(std::string(params_name) + " must give one Sampler per row (" +
                   std::to_string(nb::len(samplers)) + " for " + std::to_string(B) + " rows)");
-    const auto seed_v = per_row<std::uint64_t>(seeds, B, "seeds", 0);
+    const auto seed_v = per_row(seeds, B, "seeds", 0);
     for (std::size_t r = 0; r < B; ++r) {
-      nb::handle h = samplers[r];
+      // a nucleus.Sampler (python/nucleus/__init__.py) holds its C++ sampler as _s; the caller's list
+      // keeps both alive for the call
+      nb::object h = samplers[r];
+      if (!nb::isinstance<py_sampler>(h)) h = nb::getattr(h, "_s", nb::none());
       if (!nb::isinstance<py_sampler>(h))
-        type_error(std::string(params_name) + "[" + std::to_string(r) + "] is not a nucleus Sampler");
-      const nc::sampler& s = nb::cast<const py_sampler&>(h).s;
-      sp[r] = &s;
+        type_error(std::string(params_name) + "[" + std::to_string(r) + "] is not a nucleus.Sampler");
+      sp[r] = &nb::cast<const py_sampler&>(h).s;
       if (!seeds.is_none()) seed[r] = seed_v[r];
       mu[r] = nc::mirostat_initial_mu(sp[r]->params().mirostat_tau);
     }
@@ -341,15 +458,15 @@ void for_rows(std::size_t rows, std::size_t threads, F&& f) {
 
 // The caller's kept-set output ("bool": [B, V], "bits": [B, ceil(V / 32)] uint32), or nothing.
 struct kept_mask {
-  std::optional<nb::ndarray<nb::numpy, bool>> as_bool;
-  std::optional<nb::ndarray<nb::numpy, std::uint32_t>> as_bits;
+  std::optional<np_array<bool>> as_bool;
+  std::optional<np_array<std::uint32_t>> as_bits;
   std::size_t vocab, words;
 
   kept_mask(const std::string& kind, std::size_t rows, std::size_t v) : vocab(v), words((v + 31) / 32) {
     if (kind != "none" && kind != "bool" && kind != "bits")
       value_error("mask must be None, 'bool' or 'bits'");
-    if (kind == "bool") as_bool = owned<bool>({rows, vocab});
-    if (kind == "bits") as_bits = owned<std::uint32_t>({rows, words});
+    if (kind == "bool") as_bool.emplace(owned<bool>({rows, vocab}));
+    if (kind == "bits") as_bits.emplace(owned<std::uint32_t>({rows, words}));
   }
   bool wanted() const { return as_bool || as_bits; }
   // The tokens of a processed distribution with a positive probability: what the draw could pick.
@@ -386,8 +503,7 @@ struct token_out {
     const nb::dlpack::dtype d = x.dtype();
     if (d.lanes != 1 || (d.bits != 32 && d.bits != 64) ||
         d.code != static_cast<std::uint8_t>(nb::dlpack::dtype_code::Int))
-      type_error("out must hold int32 or int64 (got code " + std::to_string(d.code) + ", " +
-                 std::to_string(d.bits) + " bits)");
+      type_error("out must hold int32 or int64 (got " + dtype_name(d) + ")");
     if (x.ndim() != 1 || x.shape(0) != B) value_error("out must be [" + std::to_string(B) + "]");
     if (B > 1 && x.stride(0) == 0) value_error("out: its entries must not overlap (stride 0)");
     a = x;
@@ -719,7 +835,7 @@ nb::dict sample_split(any_array logits, nb::handle samplers, nb::handle seeds, n
   return d;
 }
 
-nb::ndarray<nb::numpy, float> log_softmax(any_array logits, bool bf16_bits) {
+nb::object log_softmax(any_array logits, bool bf16_bits) {
   const bool batch = logits.ndim() == 2;
   const matrix_view m = view_of(logits, batch, bf16_bits);
   std::vector<std::size_t> shape =
@@ -770,6 +886,7 @@ nb::list knob_table() {
 }  // namespace
 
 NB_MODULE(_nucleus, m) {
+  if (_import_array() < 0) throw nb::python_error();  // numpy's C API (the result arrays)
   m.doc() = "nucleus: exact, seeded next-token sampling over 248k-token rows";
   m.attr("__version__") = std::to_string(NUCLEUS_VERSION_MAJOR) + "." +
                           std::to_string(NUCLEUS_VERSION_MINOR) + "." + std::to_string(NUCLEUS_VERSION_PATCH);

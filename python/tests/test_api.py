@@ -161,6 +161,44 @@ def test_bad_arrays_raise_naming_logits_and_touch_nothing():
     assert x.tobytes() == before
 
 
+def test_key_fields_take_ints_in_any_form_and_refuse_the_rest():
+    # seeds, positions and streams: an int, a 1-D integer array (any dtype width, any stride) or a
+    # sequence of ints, each in [0, 2^64); a float, a bool or a negative value is refused, naming it
+    x = rows(4, 300, seed=9)
+    s = nucleus.Sampler(temperature=1.0)
+    want = nucleus.sample_batch(x, s, seeds=[3, 5, 7, 9], positions=[2, 2, 2, 2], streams=[1, 1, 1, 1]).tokens
+    for seeds in (np.array([3, 5, 7, 9], np.int8), np.array([3, 5, 7, 9], np.uint64), np.arange(3, 11)[::2],
+                  [np.int32(3), 5, np.uint16(7), 9], (3, 5, 7, 9)):
+        for pos in (2, np.int64(2), np.array(2), np.full(4, 2, np.uint32)):
+            got = nucleus.sample_batch(x, s, seeds=seeds, positions=pos, streams=np.ones(4, np.int16)).tokens
+            assert np.array_equal(got, want), (seeds, pos)
+    top = 2**64 - 1
+    assert np.array_equal(nucleus.sample_batch(x, s, seeds=[top] * 4).tokens,
+                          nucleus.sample_batch(x, s, seeds=np.full(4, top, np.uint64)).tokens)
+    bad = [
+        (dict(seeds=[1, -2, 3, 4]), ValueError, r"seeds\[1\]: -2 is outside \[0, 2\^64\)"),
+        (dict(seeds=np.array([1, 2, -3, 4])), ValueError, r"seeds\[2\]: -3 is outside"),
+        (dict(seeds=[1, 2, 3, 2**64]), ValueError, r"seeds\[3\]: 18446744073709551616 is outside"),
+        (dict(seeds=[1.0, 2, 3, 4]), TypeError, r"seeds\[0\] must be an int \(got float\)"),
+        (dict(seeds=np.arange(4.0)), TypeError, r"seeds must hold integers \(got float64\)"),
+        (dict(seeds=np.ones(4, bool)), TypeError, r"seeds must hold integers \(got bool\)"),
+        (dict(seeds=[True, 1, 2, 3]), TypeError, r"seeds\[0\] must be an int \(got bool\)"),
+        (dict(seeds=np.ones((4, 1), np.int64)), ValueError, "seeds must be 1-D"),
+        (dict(seeds="1234"), TypeError, "seeds must be an int, an integer array or a sequence of ints"),
+        (dict(positions=-1), ValueError, r"positions: -1 is outside"),
+        (dict(positions=2.5), TypeError, r"positions must be an int \(got float\)"),
+        (dict(streams=np.arange(3)), ValueError, "streams must hold 4 entries"),
+    ]
+    for kw, err, msg in bad:
+        with pytest.raises(err, match=msg):
+            nucleus.sample_batch(x, s, **kw)
+    with pytest.raises(ValueError, match=r"seed: -1 is outside"):
+        nucleus.Sampler(seed=-1)
+    with pytest.raises(TypeError, match=r"seed must be an int \(got float\)"):
+        nucleus.Sampler(seed=1.0)
+    assert nucleus.Sampler(seed=np.uint64(top)).params["seed"] == top
+
+
 def test_bad_ids_are_a_status_not_a_crash():
     x = rows(2, 100)
     s = nucleus.Sampler(temperature=1.0, repetition_penalty=1.3)
