@@ -215,7 +215,8 @@ std::size_t mass_histogram(const T* x, std::size_t n, float shift, float scale, 
   static_assert(run % block_elems == 0);
   std::uint64_t part[hist_bins];
   const fpack sh = splat(shift), sc = splat(scale), nu = splat(unit), zero_p = splat(0.0f);
-  const reg::f lump_f = reg::splat(static_cast<float>(lump)), zero = reg::splat(0.0f);
+  const reg::f lump_f = reg::splat(static_cast<float>(lump)), zero = reg::splat(0.0f),
+               unit24 = reg::splat(0x1p24f);
   wsum lumped = 0;
   std::size_t own = 0;
   weight_acc acc;
@@ -236,15 +237,20 @@ std::size_t mass_histogram(const T* x, std::size_t n, float shift, float scale, 
         std::uint64_t bits = mask_bits(mine);
         own += static_cast<std::size_t>(std::popcount(bits));
         if (!bits) return;
-        alignas(64) std::int32_t bin[lanes];
-        alignas(64) std::uint64_t w[lanes];
-        for (std::size_t k = 0; k < regs; ++k)
+        // Each lane's bin, and its weight floor(e * 2^48) in two 24-bit pieces computed in registers
+        // as accumulate() does (a scalar weight() per lane cost more than the adds below).
+        alignas(64) std::int32_t bin[lanes], w_hi[lanes], w_lo[lanes];
+        for (std::size_t k = 0; k < regs; ++k) {
           reg::store_i(bin + k * width, reg::cvtt(reg::max(b.r[k], zero)));
-        const lane_array ev = to_lanes(e);
-        for (std::size_t l = 0; l < lanes; ++l) w[l] = weight(ev.v[l]);  // (a loop the compiler vectorizes)
+          const reg::f f = reg::mul(e.r[k], unit24);  // exact: a power of two
+          const reg::i h = reg::cvtt(f);
+          reg::store_i(w_hi + k * width, h);
+          reg::store_i(w_lo + k * width, reg::cvtt(reg::mul(reg::sub(f, reg::cvt(h)), unit24)));
+        }
         for (; bits; bits &= bits - 1) {
           const auto l = static_cast<std::size_t>(std::countr_zero(bits));
-          part[bin[l]] += w[l];
+          part[bin[l]] += (std::uint64_t{static_cast<std::uint32_t>(w_hi[l])} << 24) +
+                          static_cast<std::uint32_t>(w_lo[l]);
         }
       });
       lumped += total(acc);
