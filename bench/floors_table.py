@@ -35,7 +35,7 @@ GOALS = [
 ] + [(f"BM_{b}", "exp", 3.0, 25) for b in ("typical_chain", "xtc_chain", "eta_chain", "epsilon_chain",
                                            "dynatemp_chain", "mirostat_v2", "top_n_sigma_chain")]
 COUNTER = {"memory": "passes", "exp": "exp_floors"}
-TARGETS = ["scalar", "sse2", "avx2", "avx512", "neon"]  # every target (nucleus::all_isas); a run has its build's only
+TARGETS = ["scalar", "sse2", "avx2", "avx512", "neon", "sve256"]  # every target (nucleus::all_isas); a run has its build's only
 
 
 def selected_runs(data: dict) -> list:

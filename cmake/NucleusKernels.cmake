@@ -7,7 +7,7 @@ function(nucleus_kernels_library name root)
   if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64|i[3-6]86)$")
     set(parts 3 2 1 0)  # AVX-512, AVX2, SSE2, scalar (simd/isa.hpp's numbers)
   elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64|ARM64)$")
-    set(parts 4 0)  # NEON, scalar
+    set(parts 5 4 0)  # SVE 256 (empty unless the build defines NUCLEUS_SVE256), NEON, scalar
   else()
     set(parts 0)
   endif()

@@ -1,7 +1,10 @@
 # cmake -P script: configures and builds consumer/ with one compiler and flag set, then records the
 # identity cases with it. Prints the compile command and how long each step took.
 #   -DNUCLEUS_SOURCE= -DWORK= -DCOMPILER= -DFLAGS= -DOUT= -DCASES= [-DGENERATOR=] [-DEMULATOR=]
-# With EMULATOR (qemu-aarch64), COMPILER is a cross compiler and the recorder runs under the emulator.
+#   [-DEMULATOR_ARGS=] [-DEXPECT_TARGET=]
+# With EMULATOR (qemu-aarch64), COMPILER is a cross compiler and the recorder runs under the emulator,
+# given EMULATOR_ARGS (one string: "-cpu max,sve256=on"). EXPECT_TARGET: the target the record must
+# have run on (its last line names it).
 function(run what)
   string(TIMESTAMP t0 "%s")
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
@@ -32,5 +35,9 @@ file(READ ${WORK}/compile_commands.json commands)
 string(JSON command GET "${commands}" 0 command)
 message("compile: ${command}")
 run(build ${CMAKE_COMMAND} --build ${WORK} --parallel 1)
-run(record ${EMULATOR} ${WORK}/nucleus_record ${OUT} ${CASES})
+separate_arguments(emulator_args UNIX_COMMAND "${EMULATOR_ARGS}")
+run(record ${EMULATOR} ${emulator_args} ${WORK}/nucleus_record ${OUT} ${CASES})
 message("${run_output}")
+if(EXPECT_TARGET AND NOT run_output MATCHES "on target ${EXPECT_TARGET}")
+  message(FATAL_ERROR "the record did not run on target ${EXPECT_TARGET}")
+endif()

@@ -1,6 +1,8 @@
 # cmake -P script: builds tests/kernels/cross with a cross compiler and runs it under an emulator.
-#   -DNUCLEUS_SOURCE= -DWORK= -DCOMPILER= -DFLAGS= -DEMULATOR= -DCATCH2_INCLUDE= [-DISA=]
-# ISA (a target name) sets NUCLEUS_ISA for the run; the test prints which targets it ran.
+#   -DNUCLEUS_SOURCE= -DWORK= -DCOMPILER= -DFLAGS= -DEMULATOR= -DCATCH2_INCLUDE= [-DEMULATOR_ARGS=]
+#   [-DREQUIRE=neon;sve256]
+# EMULATOR_ARGS: one string ("-cpu max,sve256=on"); REQUIRE: the targets that must have run (default
+# neon). The test prints which targets it ran.
 cmake_policy(SET CMP0057 NEW)
 file(REMOVE_RECURSE ${WORK})
 execute_process(COMMAND ${CMAKE_COMMAND} -S ${NUCLEUS_SOURCE}/tests/kernels/cross -B ${WORK}
@@ -17,7 +19,8 @@ if(NOT rc EQUAL 0)
 endif()
 # The output goes to a file and is read line by line: with --success it runs to many megabytes, and
 # a regex over it as one string takes cmake minutes.
-execute_process(COMMAND ${EMULATOR} ${WORK}/nucleus_kernels_cross --success --reporter compact
+separate_arguments(emulator_args UNIX_COMMAND "${EMULATOR_ARGS}")
+execute_process(COMMAND ${EMULATOR} ${emulator_args} ${WORK}/nucleus_kernels_cross --success --reporter compact
                 RESULT_VARIABLE rc OUTPUT_FILE ${WORK}/output.txt ERROR_VARIABLE err)
 file(STRINGS ${WORK}/output.txt target_lines REGEX "target [a-z0-9]+")
 set(targets)
@@ -33,6 +36,11 @@ if(NOT rc EQUAL 0)
   list(JOIN failures "\n" failures)
   message(FATAL_ERROR "kernel tests failed under the emulator (${rc}):\n${failures}\n${err}")
 endif()
-if(NOT "target neon" IN_LIST targets)
-  message(FATAL_ERROR "the NEON target did not run")
+if(NOT REQUIRE)
+  set(REQUIRE neon)
 endif()
+foreach(t IN LISTS REQUIRE)
+  if(NOT "target ${t}" IN_LIST targets)
+    message(FATAL_ERROR "the ${t} target did not run")
+  endif()
+endforeach()

@@ -1,9 +1,14 @@
 // The instruction sets nucleus's kernels are compiled for, and the one they run on.
 //
 // Every kernel is compiled once per target (simd/targets.hpp) and the best one the CPU supports is
-// chosen once, at first use, from CPUID; NUCLEUS_ISA=scalar|sse2|avx2|avx512|neon in the environment
-// or set_isa() overrides it. All targets give the same bits (docs/semantics.md), so the choice is
-// only one of speed. Compile-time pins: NUCLEUS_NO_SIMD (scalar only) or NUCLEUS_ISA_ONLY=<0..4>.
+// chosen once, at first use, from CPUID; NUCLEUS_ISA=scalar|sse2|avx2|avx512|neon|sve256 in the
+// environment or set_isa() overrides it. All targets give the same bits (docs/semantics.md), so the
+// choice is only one of speed. Compile-time pins: NUCLEUS_NO_SIMD (scalar only) or
+// NUCLEUS_ISA_ONLY=<0..5>.
+//
+// sve256 is opt-in: an aarch64 build defines NUCLEUS_SVE256 and passes -msve-vector-bits=256 (GCC;
+// docs/design.md). Its registers hold 8 floats, so it runs only where the kernel reports a 256-bit
+// SVE vector length (Graviton3, Neoverse V1); NEON everywhere else.
 #pragma once
 
 #include <atomic>
@@ -14,14 +19,18 @@
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
 #endif
+#if defined(__aarch64__) && defined(NUCLEUS_SVE256) && defined(__linux__)
+#include <sys/auxv.h>
+#include <sys/prctl.h>
+#endif
 
 namespace nucleus {
 
-enum class isa : int { scalar = 0, sse2 = 1, avx2 = 2, avx512 = 3, neon = 4 };
+enum class isa : int { scalar = 0, sse2 = 1, avx2 = 2, avx512 = 3, neon = 4, sve256 = 5 };
 
 // Every target nucleus has, fastest first: the dispatcher, the kernel tests and the benchmark read
 // this list. Which of them a build compiles and a CPU runs: isa_supported().
-inline constexpr isa all_isas[] = {isa::avx512, isa::avx2, isa::sse2, isa::neon, isa::scalar};
+inline constexpr isa all_isas[] = {isa::avx512, isa::avx2, isa::sse2, isa::sve256, isa::neon, isa::scalar};
 
 namespace detail {
 
@@ -41,14 +50,23 @@ namespace detail {
 #else
 #define NUCLEUS_ARM64 0
 #endif
+// The opt-in SVE target (Linux on aarch64, GCC: its target pragma and fixed-length SVE types).
+#if NUCLEUS_ARM64 && defined(NUCLEUS_SVE256) && defined(__linux__) && !defined(__clang__) && \
+    (!defined(NUCLEUS_ISA_ONLY) || NUCLEUS_ISA_ONLY == 5)
+#define NUCLEUS_SVE256_TARGET 1
+#else
+#define NUCLEUS_SVE256_TARGET 0
+#endif
 
 // Which targets this build compiles: all x86 ones on x86 (no flags needed), NEON and scalar on
-// aarch64, scalar elsewhere.
+// aarch64 (and sve256 where the build opts in), scalar elsewhere.
 constexpr bool compiled([[maybe_unused]] isa t) noexcept {
 #if defined(NUCLEUS_ISA_ONLY)
   return static_cast<int>(t) == NUCLEUS_ISA_ONLY;
 #elif NUCLEUS_X86
-  return t != isa::neon;
+  return t != isa::neon && t != isa::sve256;
+#elif NUCLEUS_ARM64 && NUCLEUS_SVE256_TARGET
+  return t == isa::sve256 || t == isa::neon || t == isa::scalar;
 #elif NUCLEUS_ARM64
   return t == isa::neon || t == isa::scalar;
 #else
@@ -78,10 +96,17 @@ inline bool cpu_has(isa t) noexcept {
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
              __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
     case isa::neon:
+    case isa::sve256:
       return false;
   }
   return false;
 #elif NUCLEUS_ARM64
+#if NUCLEUS_SVE256_TARGET
+  // SVE, and the vector length this process runs at: 32 bytes (Linux: prctl; qemu-user's
+  // -cpu max,sve256=on sets it).
+  if (t == isa::sve256)
+    return (getauxval(AT_HWCAP) & HWCAP_SVE) != 0 && (prctl(PR_SVE_GET_VL) & PR_SVE_VL_LEN_MASK) == 32;
+#endif
   return t == isa::scalar || t == isa::neon;
 #else
   return t == isa::scalar;
@@ -102,6 +127,8 @@ inline constexpr const char* isa_name(isa t) noexcept {
       return "avx512";
     case isa::neon:
       return "neon";
+    case isa::sve256:
+      return "sve256";
   }
   return "?";
 }

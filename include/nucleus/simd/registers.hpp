@@ -376,6 +376,109 @@ struct reg {
   }
 };
 
+#elif NUCLEUS_TARGET_ISA == 5  // SVE at a vector length of 256 bits (opt-in: NUCLEUS_SVE256)
+#define NUCLEUS_REG_UNROLL 1
+#define NUCLEUS_REG_SCALAR 0
+
+// Fixed-length SVE types (-msve-vector-bits=256): unlike the sizeless svfloat32_t they can be the
+// packs' struct members and array elements. Dispatch runs this target only where the kernel reports
+// a 256-bit vector length (simd/isa.hpp); elsewhere these registers would hold a different count.
+typedef svfloat32_t sve_f __attribute__((arm_sve_vector_bits(256)));
+typedef svint32_t sve_i __attribute__((arm_sve_vector_bits(256)));
+typedef svuint32_t sve_u __attribute__((arm_sve_vector_bits(256)));
+typedef svbool_t sve_b __attribute__((arm_sve_vector_bits(256)));
+typedef svfloat64_t sve_d __attribute__((arm_sve_vector_bits(256)));
+typedef svuint64_t sve_w __attribute__((arm_sve_vector_bits(256)));
+
+struct reg {
+  using f = sve_f;
+  using i = sve_i;
+  using m = sve_b;
+  static constexpr std::size_t width = 8;
+  static constexpr bool has_compress = true;
+  NUCLEUS_INLINE static svbool_t all() { return svptrue_b32(); }
+  NUCLEUS_INLINE static f load(const float* p) { return svld1_f32(all(), p); }
+  NUCLEUS_INLINE static f load(const bf16* p) {  // 16-bit lanes widened, then moved to the high half
+    const svuint32_t h = svld1uh_u32(all(), reinterpret_cast<const std::uint16_t*>(p));
+    return svreinterpret_f32_u32(svlsl_n_u32_x(all(), h, 16));
+  }
+  NUCLEUS_INLINE static f load(const f16* p) {  // exact: FCVT reads the low half of each 32-bit lane
+    const svuint32_t h = svld1uh_u32(all(), reinterpret_cast<const std::uint16_t*>(p));
+    return svcvt_f32_f16_x(all(), svreinterpret_f16_u32(h));
+  }
+  NUCLEUS_INLINE static void store(float* p, f v) { svst1_f32(all(), p, v); }
+  NUCLEUS_INLINE static f splat(float x) { return svdup_n_f32(x); }
+  NUCLEUS_INLINE static f add(f a, f b) { return svadd_f32_x(all(), a, b); }
+  NUCLEUS_INLINE static f sub(f a, f b) { return svsub_f32_x(all(), a, b); }
+  NUCLEUS_INLINE static f mul(f a, f b) { return svmul_f32_x(all(), a, b); }
+  NUCLEUS_INLINE static f fma(f a, f b, f c) { return svmla_f32_x(all(), c, a, b); }  // one rounding
+  // x86's rule, not FMAX's (which returns NaN if either lane is): a NaN in a yields b.
+  NUCLEUS_INLINE static f max(f a, f b) { return svsel_f32(svcmpgt_f32(all(), a, b), a, b); }
+  NUCLEUS_INLINE static m gt(f a, f b) { return svcmpgt_f32(all(), a, b); }
+  NUCLEUS_INLINE static m ge(f a, f b) { return svcmpge_f32(all(), a, b); }
+  NUCLEUS_INLINE static m eq(f a, f b) { return svcmpeq_f32(all(), a, b); }
+  NUCLEUS_INLINE static m lor(m a, m b) { return svorr_b_z(all(), a, b); }
+  NUCLEUS_INLINE static f select(m k, f a, f b) { return svsel_f32(k, a, b); }
+  NUCLEUS_INLINE static svuint32_t lane_bit() {
+    return svlsl_u32_x(all(), svdup_n_u32(1), svindex_u32(0, 1));
+  }
+  // SVE has no movemask: each set lane contributes its bit, joined by an OR across the register.
+  NUCLEUS_INLINE static std::uint32_t bits(m k) {
+    return svorv_u32(all(), svsel_u32(k, lane_bit(), svdup_n_u32(0)));
+  }
+  NUCLEUS_INLINE static m from_bits(std::uint32_t b) {
+    return svcmpne_n_u32(all(), svand_u32_x(all(), svdup_n_u32(b & 0xFFu), lane_bit()), 0);
+  }
+  NUCLEUS_INLINE static f select_bits(std::uint32_t b, f a, f c) { return svsel_f32(from_bits(b), a, c); }
+  NUCLEUS_INLINE static i zero_i() { return svdup_n_s32(0); }
+  NUCLEUS_INLINE static i add_i(i a, i b) { return svadd_s32_x(all(), a, b); }
+  NUCLEUS_INLINE static i cvtt(f a) { return svcvt_s32_f32_x(all(), a); }  // toward zero
+  NUCLEUS_INLINE static f cvt(i a) { return svcvt_f32_s32_x(all(), a); }   // to nearest, as cvtdq2ps
+  NUCLEUS_INLINE static void store_i(std::int32_t* p, i v) { svst1_s32(all(), p, v); }
+  using d = sve_d;
+  using md = sve_b;
+  static constexpr std::size_t dwidth = 4;
+  NUCLEUS_INLINE static d load_d(const float* p) {  // FCVT reads the low half of each 64-bit lane
+    const svuint64_t h = svld1uw_u64(svptrue_b64(), reinterpret_cast<const std::uint32_t*>(p));
+    return svcvt_f64_f32_x(svptrue_b64(), svreinterpret_f32_u64(h));
+  }
+  NUCLEUS_INLINE static d splat_d(double x) { return svdup_n_f64(x); }
+  NUCLEUS_INLINE static d add_d(d a, d b) { return svadd_f64_x(svptrue_b64(), a, b); }
+  NUCLEUS_INLINE static d sub_d(d a, d b) { return svsub_f64_x(svptrue_b64(), a, b); }
+  NUCLEUS_INLINE static d fma_d(d a, d b, d c) {
+    return svmla_f64_x(svptrue_b64(), c, a, b);
+  }  // one rounding
+  NUCLEUS_INLINE static md gt_d(d a, d b) { return svcmpgt_f64(svptrue_b64(), a, b); }
+  NUCLEUS_INLINE static d select_d(md k, d a, d b) { return svsel_f64(k, a, b); }
+  NUCLEUS_INLINE static void store_d(double* p, d v) { svst1_f64(svptrue_b64(), p, v); }
+  // A lane pair's two products into its 64-bit lane, as x86 pairs them; 64-bit MUL, since the
+  // widening 32 x 32-bit multiplies (UMULLB/T) are SVE2.
+  using w = sve_w;
+  NUCLEUS_INLINE static w zero_w() { return svdup_n_u64(0); }
+  NUCLEUS_INLINE static w mac_u32(w acc, i a, i b) {
+    const svbool_t p = svptrue_b64();
+    const svuint64_t ua = svreinterpret_u64_s32(a), ub = svreinterpret_u64_s32(b);
+    const svuint64_t even =
+        svmul_u64_x(p, svand_n_u64_x(p, ua, 0xFFFFFFFFu), svand_n_u64_x(p, ub, 0xFFFFFFFFu));
+    const svuint64_t odd = svmul_u64_x(p, svlsr_n_u64_x(p, ua, 32), svlsr_n_u64_x(p, ub, 32));
+    return svadd_u64_x(p, acc, svadd_u64_x(p, even, odd));
+  }
+  NUCLEUS_INLINE static f exp2_int(f k) {
+    const svint32_t b = svsub_n_s32_x(all(), svreinterpret_s32_f32(k), 0x4B400000 - 127);
+    return svreinterpret_f32_s32(svlsl_n_s32_x(all(), b, 23));
+  }
+  // As AVX-512's compress: COMPACT packs the set lanes low, one full store each for values and ids.
+  NUCLEUS_INLINE static std::size_t compress(std::uint32_t bits, f v, const std::int32_t* ids,
+                                             std::size_t first, float* vals_out, std::int32_t* ids_out) {
+    const svbool_t k = from_bits(bits);
+    svst1_f32(all(), vals_out, svcompact_f32(k, v));
+    // only the set lanes are read: the last pack's may lie past the end
+    const svint32_t id = ids ? svld1_s32(k, ids + first) : svindex_s32(static_cast<std::int32_t>(first), 1);
+    svst1_s32(all(), ids_out, svcompact_s32(k, id));
+    return static_cast<std::size_t>(std::popcount(bits & 0xFFu));
+  }
+};
+
 #else  // scalar: one lane per "register"
 #define NUCLEUS_REG_UNROLL 0
 #define NUCLEUS_REG_SCALAR 1

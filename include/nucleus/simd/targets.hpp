@@ -24,6 +24,12 @@
 #if NUCLEUS_ARM64
 #include <arm_neon.h>
 #endif
+#if NUCLEUS_SVE256_TARGET
+#pragma GCC push_options
+#pragma GCC target("+sve")
+#include <arm_sve.h>
+#pragma GCC pop_options
+#endif
 
 #if defined(__GNUC__) || defined(__clang__)
 #define NUCLEUS_LAMBDA_INLINE __attribute__((always_inline))
@@ -190,6 +196,19 @@ NUCLEUS_TARGET_BODY(isa_neon)
 #undef NUCLEUS_TARGET_ISA
 #endif
 
+// --- SVE, 256-bit vectors (opt-in: NUCLEUS_SVE256 and -msve-vector-bits=256; simd/isa.hpp) ---------
+#if NUCLEUS_SVE256_TARGET
+#define NUCLEUS_HAVE_TARGET_5 1
+#define NUCLEUS_TARGET_ISA 5
+NUCLEUS_TARGET_PUSH("+sve")
+namespace nucleus::detail::isa_sve256 {
+#include "nucleus/simd/target_body.hpp"
+}  // namespace nucleus::detail::isa_sve256
+NUCLEUS_TARGET_BODY(isa_sve256)
+NUCLEUS_TARGET_POP
+#undef NUCLEUS_TARGET_ISA
+#endif
+
 // --- scalar: every platform -----------------------------------------------------------------------
 #if !defined(NUCLEUS_ISA_ONLY) || NUCLEUS_ISA_ONLY == 0
 #define NUCLEUS_HAVE_TARGET_0 1
@@ -222,6 +241,10 @@ const kernel_table<T>& kernels() noexcept {
     case isa::neon:
       return isa_neon::table<T>();
 #endif
+#if defined(NUCLEUS_HAVE_TARGET_5)
+    case isa::sve256:
+      return isa_sve256::table<T>();
+#endif
     default:
 #if defined(NUCLEUS_HAVE_TARGET_0)
       return isa_scalar::table<T>();
@@ -231,6 +254,8 @@ const kernel_table<T>& kernels() noexcept {
       return isa_avx2::table<T>();
 #elif NUCLEUS_ISA_ONLY == 4
       return isa_neon::table<T>();
+#elif NUCLEUS_ISA_ONLY == 5
+      return isa_sve256::table<T>();
 #else
       return isa_avx512::table<T>();
 #endif
