@@ -57,6 +57,10 @@ namespace detail {
 #else
 #define NUCLEUS_SVE256_TARGET 0
 #endif
+#if defined(NUCLEUS_ISA_ONLY) && NUCLEUS_ISA_ONLY == 5 && !NUCLEUS_SVE256_TARGET
+#error \
+    "NUCLEUS_ISA_ONLY=5 (sve256) needs an aarch64 Linux build with GCC, NUCLEUS_SVE256 and -msve-vector-bits=256"
+#endif
 
 // Which targets this build compiles: all x86 ones on x86 (no flags needed), NEON and scalar on
 // aarch64 (and sve256 where the build opts in), scalar elsewhere.
