@@ -11,7 +11,9 @@ the goals of issues 8 and 25, then the goal figure of every target side by side.
 V defaults to 248320. With repetitions it reads the median aggregate; without, the single run.
 """
 import json
+import re
 import sys
+from pathlib import Path
 
 # (benchmark, floor it is held to, goal, issue): the floor is "memory" (passes) or "exp" (exp_floors).
 # Issue 25 raised issue 8's goals and added the sampler vocabulary's (≤ 3 exp floors each).
@@ -35,7 +37,14 @@ GOALS = [
 ] + [(f"BM_{b}", "exp", 3.0, 25) for b in ("typical_chain", "xtc_chain", "eta_chain", "epsilon_chain",
                                            "dynatemp_chain", "mirostat_v2", "top_n_sigma_chain")]
 COUNTER = {"memory": "passes", "exp": "exp_floors"}
-TARGETS = ["scalar", "sse2", "avx2", "avx512", "neon", "sve256"]  # every target (nucleus::all_isas); a run has its build's only
+def all_isas() -> list:
+    """nucleus::all_isas, read from include/nucleus/simd/isa.hpp (the one list of targets), scalar first."""
+    header = Path(__file__).resolve().parent.parent / "include" / "nucleus" / "simd" / "isa.hpp"
+    line = next(l for l in header.read_text().splitlines() if "all_isas[] = " in l)
+    return list(reversed(re.findall(r"isa::([a-z0-9_]+)", line)))
+
+
+TARGETS = all_isas()  # a run has its build's targets only
 
 
 def selected_runs(data: dict) -> list:
