@@ -2,7 +2,7 @@
 // (scripts/arm-instructions runs it with qemu-user, one instruction per translated block, and counts
 // them): `instructions KERNEL V`, KERNEL one of none, max, exp_sum, select_top_k, compact_ge,
 // categorical, top_k, top_p, min_p. "none" builds the row and stops: the baseline the others subtract.
-// The target is the active one (NUCLEUS_ISA=neon|scalar).
+// The target is the active one (NUCLEUS_ISA=sve256|neon|scalar).
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
