@@ -48,7 +48,24 @@ READ_LIMIT = 2  # seconds a request may take to arrive (--request-read-timeout)
 server = harness.Server(opts["--server"], model_file, "--ctx", str(CTX), "--max-batch", "8",
                         "--threads", "2", "--max-body", str(MAX_BODY), "--request-read-timeout", str(READ_LIMIT))
 t = harness.Checks()
-client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0, timeout=600)
+
+
+def report_server(exc_type, exc, tb):
+    """An uncaught error (the server gone mid-request, say): the server's state and its last output
+    (a sanitizer's report goes there), then the error."""
+    code = server.proc.poll()
+    state = "still running" if code is None else f"exited with {code}"
+    print(f"test_server.py: uncaught {exc_type.__name__}; nucleus-server {state}; its last output:\n" +
+          "".join(server.lines[-80:]), flush=True)
+    sys.__excepthook__(exc_type, exc, tb)
+
+
+sys.excepthook = report_server
+# One retry: the server closes a connection idle for 2 s (its keep-alive), httpx keeps one pooled for
+# 5 s, so a request can go out on a connection the server has just closed ("Server disconnected
+# without sending a response": seen once under TSan on a loaded machine). A server that died fails the
+# retry as well; error statuses the checks expect (4xx) are never retried.
+client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=1, timeout=600)
 
 # --- what a client sees first -------------------------------------------------------------------
 banner = "".join(server.lines)
