@@ -305,9 +305,10 @@ int compare(const std::string& a, const std::string& b, std::size_t lines, bool 
 }
 
 int usage(const char* self) {
-  std::cerr << "usage: " << self
-            << " OUT [N] [--isa scalar|sse2|avx2|avx512|neon|sve256] | --compare A B [LINES] | --compare-prefix A "
-               "REF LINES\n";
+  std::cerr
+      << "usage: " << self
+      << " OUT [N] [--isa scalar|sse2|avx2|avx512|neon|sve256] | --compare A B [LINES] | --compare-prefix A "
+         "REF LINES\n";
   return 2;
 }
 
