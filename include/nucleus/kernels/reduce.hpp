@@ -215,8 +215,7 @@ std::size_t mass_histogram(const T* x, std::size_t n, float shift, float scale, 
   static_assert(run % block_elems == 0);
   std::uint64_t part[hist_bins];
   const fpack sh = splat(shift), sc = splat(scale), nu = splat(unit), zero_p = splat(0.0f);
-  const reg::f lump_f = reg::splat(static_cast<float>(lump)), zero = reg::splat(0.0f),
-               unit24 = reg::splat(0x1p24f);
+  const reg::f lump_f = reg::splat(static_cast<float>(lump)), zero = reg::splat(0.0f);
   wsum lumped = 0;
   std::size_t own = 0;
   weight_acc acc;
@@ -237,15 +236,15 @@ std::size_t mass_histogram(const T* x, std::size_t n, float shift, float scale, 
         std::uint64_t bits = mask_bits(mine);
         own += static_cast<std::size_t>(std::popcount(bits));
         if (!bits) return;
-        // Each lane's bin, and its weight floor(e * 2^48) in two 24-bit pieces computed in registers
-        // as accumulate() does (a scalar weight() per lane cost more than the adds below).
+        // Each lane's bin, and its weight in two 24-bit pieces computed in registers (a scalar
+        // weight() per lane cost more than the adds below).
         alignas(64) std::int32_t bin[lanes], w_hi[lanes], w_lo[lanes];
         for (std::size_t k = 0; k < regs; ++k) {
           reg::store_i(bin + k * width, reg::cvtt(reg::max(b.r[k], zero)));
-          const reg::f f = reg::mul(e.r[k], unit24);  // exact: a power of two
-          const reg::i h = reg::cvtt(f);
+          reg::i h, l;
+          weight_pieces(e.r[k], h, l);
           reg::store_i(w_hi + k * width, h);
-          reg::store_i(w_lo + k * width, reg::cvtt(reg::mul(reg::sub(f, reg::cvt(h)), unit24)));
+          reg::store_i(w_lo + k * width, l);
         }
         for (; bits; bits &= bits - 1) {
           const auto l = static_cast<std::size_t>(std::countr_zero(bits));

@@ -139,14 +139,19 @@ struct weight_acc {
 NUCLEUS_INLINE void clear(weight_acc& a) noexcept {
   NUCLEUS_PACK_EACH(i) a.hi.r[i] = a.lo.r[i] = reg::zero_i();
 }
-NUCLEUS_INLINE void accumulate(weight_acc& a, const fpack& e) noexcept {
+// One register's weights floor(e * 2^48) as h = floor(e * 2^24) and l = the next 24 bits.
+NUCLEUS_INLINE void weight_pieces(reg::f e, reg::i& h, reg::i& l) noexcept {
   const reg::f unit = reg::splat(0x1p24f);
+  const reg::f f = reg::mul(e, unit);  // exact: a power of two
+  h = reg::cvtt(f);
+  l = reg::cvtt(reg::mul(reg::sub(f, reg::cvt(h)), unit));  // exact: f - trunc(f), then scaled
+}
+NUCLEUS_INLINE void accumulate(weight_acc& a, const fpack& e) noexcept {
   NUCLEUS_PACK_EACH(i) {
-    const reg::f f = reg::mul(e.r[i], unit);  // exact: a power of two
-    const reg::i h = reg::cvtt(f);
-    const reg::f rest = reg::mul(reg::sub(f, reg::cvt(h)), unit);  // exact: f - trunc(f), then scaled
+    reg::i h, l;
+    weight_pieces(e.r[i], h, l);
     a.hi.r[i] = reg::add_i(a.hi.r[i], h);
-    a.lo.r[i] = reg::add_i(a.lo.r[i], reg::cvtt(rest));
+    a.lo.r[i] = reg::add_i(a.lo.r[i], l);
   }
 }
 // hi * 2^24 + lo over all lanes.

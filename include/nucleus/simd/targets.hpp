@@ -51,6 +51,34 @@ constexpr std::size_t select_capacity(std::size_t k) noexcept {
   return 2 * k + 1024;
 }
 
+// From this many keys on, select_top_k sorts its result by radix instead of std::sort.
+inline constexpr std::size_t radix_sort_min = 2048;
+
+// keys[0, n) in descending order (the keys are distinct: each holds its id), by an LSD radix sort on
+// bytes: one pass counts every byte position, then a stable counting pass per byte, skipping the
+// bytes every key shares (the high bytes of the ids, often the exponent's), with tmp[0, n) as scratch.
+// Scalar, so compiled once, not per target. For the large k mirostat's estimate can ask for (most of a row),
+// where std::sort's n log n compares cost several times more.
+inline void radix_sort_desc(std::uint64_t* keys, std::size_t n, std::uint64_t* tmp) noexcept {
+  std::size_t count[8][256] = {};
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t d = 0; d < 8; ++d) ++count[d][(keys[i] >> (8 * d)) & 0xFFu];
+  std::uint64_t *src = keys, *dst = tmp;
+  for (std::size_t d = 0; d < 8; ++d) {
+    std::size_t* c = count[d];
+    if (c[(src[0] >> (8 * d)) & 0xFFu] == n) continue;  // every key has this byte
+    std::size_t at = 0;
+    for (std::size_t b = 256; b-- > 0;) {  // the largest byte first: descending
+      const std::size_t m = c[b];
+      c[b] = at;
+      at += m;
+    }
+    for (std::size_t i = 0; i < n; ++i) dst[c[(src[i] >> (8 * d)) & 0xFFu]++] = src[i];
+    std::swap(src, dst);
+  }
+  if (src != keys) std::copy(src, src + n, keys);
+}
+
 struct argmax_result {
   float value;
   std::int64_t index;  // -1: no logit above -inf
