@@ -63,6 +63,12 @@ std::vector<T> make_row(std::size_t n, int kind, std::mt19937& rng) {
   return out;
 }
 
+// select_top_k's tie flag over a run: a tie left out (the flag must be up), the flag up without one
+// (allowed: it only costs collect_ties' pass), and cleared (what saves the pass; must happen).
+struct {
+  std::size_t left_out = 0, guessed = 0, cleared = 0;
+} select_ties;
+
 template <class T>
 float at(const std::vector<T>& x, std::size_t i) {
   return nucleus::to_float(x[i]);
@@ -141,13 +147,20 @@ void check_row(const std::vector<T>& x, std::size_t& checked) {
     std::sort(all.rbegin(), all.rend());  // a larger key ranks first
     for (std::size_t want_k : {std::size_t{1}, std::size_t{5}, std::size_t{64}, n}) {
       std::vector<std::uint64_t> keys(d::select_capacity(want_k));
-      const std::size_t c = k.select_top_k(x.data(), ids.data(), n, want_k, keys.data());
+      bool maybe_ties = true;
+      const std::size_t c = k.select_top_k(x.data(), ids.data(), n, want_k, keys.data(), &maybe_ties);
       const std::size_t expect = std::min(want_k, all.size());
       CHECK(c == expect);
       CHECK(std::equal(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(std::min(c, expect)),
                        all.begin()));
+      // "no tie left out" must be true: no candidate past the k-th has its value
+      if (c == want_k && c > 0) {
+        const bool tie_left_out = all.size() > c && d::key_value(all[c]) == d::key_value(all[c - 1]);
+        CHECK((maybe_ties || !tie_left_out));
+        (tie_left_out ? select_ties.left_out : maybe_ties ? select_ties.guessed : select_ties.cleared) += 1;
+      }
       // ids == nullptr: the id is the index
-      const std::size_t c2 = k.select_top_k(x.data(), nullptr, n, want_k, keys.data());
+      const std::size_t c2 = k.select_top_k(x.data(), nullptr, n, want_k, keys.data(), nullptr);
       bool same = c2 == c;
       for (std::size_t j = 0; same && j < c2; ++j)
         same =
@@ -344,8 +357,12 @@ std::size_t run_all() {
   isa_guard g;
   std::mt19937 rng(20261205);
   std::size_t checked = 0;
+  select_ties = {};
   for (std::size_t n : {1, 3, 15, 16, 17, 63, 65, 1023, 1024, 1025, 2049, 4099})
     for (int kind = 0; kind < 4; ++kind) check_row(make_row<T>(n, kind, rng), checked);
+  INFO("select_top_k's tie flag: " << select_ties.left_out << " ties left out, " << select_ties.guessed
+                                   << " raised without one, " << select_ties.cleared << " cleared");
+  CHECK((select_ties.left_out > 0 && select_ties.cleared > 0));
   return checked;
 }
 

@@ -11,9 +11,13 @@ inline constexpr std::size_t prime_span = 16384;
 // The k best of x by (value desc, id asc), written as rank keys to keys[0..k) in rank order.
 // keys must hold select_capacity(k) entries. NaN and -inf are never selected; returns the count
 // (< k when fewer candidates exist). ids == nullptr means id = index.
+// *ties_out (when given) is false only if no logit outside the result equals the k-th's value: the
+// threshold never settled on that value and no key of it was dropped, so every such logit got in.
+// True means there may be some (collect_ties finds them), which top_k's keep rule needs to know.
 template <logit_type T>
 std::size_t select_top_k(const T* x, const std::int32_t* ids, std::size_t n, std::size_t k,
-                         std::uint64_t* keys) noexcept {
+                         std::uint64_t* keys, bool* ties_out) noexcept {
+  if (ties_out) *ties_out = false;
   if (k == 0) return 0;
   const std::size_t cap = select_capacity(k);
   std::size_t count = 0;
@@ -47,6 +51,9 @@ std::size_t select_top_k(const T* x, const std::int32_t* ids, std::size_t n, std
     count = k;
     threshold = key_value(keys[k - 1]);
   };
+  // Whether a shrink within the scan set the threshold: from then on, logits equal to it are refused
+  // (a tie left out when it is the k-th's value; a shrink only drops keys at or below it).
+  bool shrunk = false;
   // Strictly greater: a later logit equal to the k-th best has a larger id and loses the tie. That
   // needs ids ascending in scan order, which holds for every candidate set the library builds
   // except a top-k result, which is already in rank order.
@@ -59,10 +66,21 @@ std::size_t select_top_k(const T* x, const std::int32_t* ids, std::size_t n, std
       const float xi = to_float(x[i]);
       if (!(xi > threshold)) continue;  // the threshold rose within this pack
       keys[count++] = rank_key(xi, ids ? ids[i] : static_cast<std::int32_t>(i));
-      if (count == cap) shrink();
+      if (count == cap) {
+        shrink();
+        shrunk = true;
+      }
     }
   });
-  if (count > k) shrink();
+  // (the threshold only rises, so the last shrink's is the one to compare with the k-th's value)
+  const float settled = shrunk ? threshold : -inf();
+  if (count > k) {
+    const std::size_t before = count;
+    shrink();
+    if (ties_out)  // a key the final shrink dropped, in [k, before), with the k-th's value
+      for (std::size_t j = k; j < before && !*ties_out; ++j) *ties_out = key_value(keys[j]) == threshold;
+  }
+  if (ties_out && shrunk) *ties_out = *ties_out || settled == key_value(keys[k - 1]);
   if (count >= radix_sort_min)
     radix_sort_desc(keys, count, keys + count);  // count <= k: keys[count, 2 count) is within the capacity
   else

@@ -107,8 +107,8 @@ struct kernel_table {
   std::int64_t (*pick)(const T*, std::size_t, float, float, const std::uint64_t*, wsum, float*) noexcept;
   std::size_t (*compact_ge)(const T*, const std::int32_t*, std::size_t, float, float, float, float*,
                             std::int32_t*) noexcept;
-  std::size_t (*select_top_k)(const T*, const std::int32_t*, std::size_t, std::size_t,
-                              std::uint64_t*) noexcept;
+  std::size_t (*select_top_k)(const T*, const std::int32_t*, std::size_t, std::size_t, std::uint64_t*,
+                              bool*) noexcept;
   std::size_t (*collect_ties)(const T*, const std::int32_t*, std::size_t, float, std::uint64_t,
                               std::uint64_t*, std::size_t, std::size_t) noexcept;
   std::size_t (*collect_bin)(const T*, const std::int32_t*, std::size_t, float, float, float, float, float,
@@ -376,8 +376,8 @@ std::size_t compact_ge(const T* x, const std::int32_t* ids, std::size_t n, float
 }
 template <logit_type T>
 std::size_t select_top_k(const T* x, const std::int32_t* ids, std::size_t n, std::size_t k,
-                         std::uint64_t* keys) noexcept {
-  return kernels<T>().select_top_k(x, ids, n, k, keys);
+                         std::uint64_t* keys, bool* ties_out = nullptr) noexcept {
+  return kernels<T>().select_top_k(x, ids, n, k, keys, ties_out);
 }
 template <logit_type T>
 std::size_t collect_ties(const T* x, const std::int32_t* ids, std::size_t n, float v, std::uint64_t after,

@@ -32,11 +32,16 @@ struct top_k_stage : stage<top_k_stage> {
     // Keeping ties may need room for every candidate (k selected plus the tied rest).
     const std::size_t cap = detail::select_capacity(kk);
     std::uint64_t* keys = ws.keys.ensure(tie_rule == ties::keep && s.size() > cap ? s.size() : cap);
-    const std::size_t n =
-        s.visit([&](const auto* x) { return detail::select_top_k(x, s.ids_or_null(), s.size(), kk, keys); });
+    // The selection says whether a logit tied with the k-th may have been left out; most rows have
+    // none, and then keeping ties costs no second pass over the row.
+    bool maybe_ties = false;
+    bool* ties_out = tie_rule == ties::keep ? &maybe_ties : nullptr;
+    const std::size_t n = s.visit([&](const auto* x) {
+      return detail::select_top_k(x, s.ids_or_null(), s.size(), kk, keys, ties_out);
+    });
     std::size_t total = n;
     // (before anything is written: the candidates may live in the buffers written below)
-    if (tie_rule == ties::keep && n == kk) total = n + append_ties(s, keys, n);
+    if (maybe_ties && n == kk) total = n + append_ties(s, keys, n);
     float* v = ws.vals.data();
     std::int32_t* id = ws.ids.data();
     for (std::size_t i = 0; i < total; ++i) {
