@@ -125,6 +125,30 @@ void check_row(const std::vector<T>& x, std::size_t& checked) {
       }
       CHECK(k.pick(x.data(), n, shift, scale, b1.data(), point, e1.data()) == want);
     }
+    // compact_ge_running: the row's maximum, and a superset in index order of what compact_ge keeps
+    // against it, which a compact_ge of the kept cuts to exactly that set.
+    for (const float run_scale : {0.75f, 3.0f})
+      for (const float threshold : {-2.0f, -0.5f, 0.0f}) {
+        std::vector<float> vals(n + d::compact_slack);
+        std::vector<std::int32_t> out_ids(n + d::compact_slack);
+        float m = 1.0f;
+        const std::size_t c =
+            k.compact_ge_running(x.data(), n, run_scale, threshold, vals.data(), out_ids.data(), &m);
+        CHECK(std::bit_cast<std::uint32_t>(m) == std::bit_cast<std::uint32_t>(max));
+        bool in_order = true;
+        for (std::size_t j = 0; j < c; ++j)
+          in_order = in_order && out_ids[j] >= 0 && static_cast<std::size_t>(out_ids[j]) < n &&
+                     (j == 0 || out_ids[j] > out_ids[j - 1]) &&
+                     vals[j] == at(x, static_cast<std::size_t>(out_ids[j]));
+        CHECK(in_order);
+        std::vector<std::int32_t> want;
+        for (std::size_t i = 0; i < n; ++i)
+          if (d::scaled(at(x, i), max, run_scale) >= threshold) want.push_back(static_cast<std::int32_t>(i));
+        const std::size_t c2 = d::kernels<float>().compact_ge(vals.data(), out_ids.data(), c, m, run_scale,
+                                                              threshold, vals.data(), out_ids.data());
+        CHECK((c2 == want.size() && std::equal(want.begin(), want.end(), out_ids.begin())));
+        if (n >= 1024) CHECK(c <= c2 + n / 8);  // a filter that settles early, not the whole row
+      }
     // compact_ge: the scaled logits at or above a threshold, in order, with their ids.
     for (float threshold : {-inf, -2.0f, 0.0f}) {
       std::vector<float> vals(n + d::compact_slack);

@@ -174,6 +174,32 @@ class row_state {
     // The kernel's own test on the maximum's value: the candidate holding it was kept iff it passes.
     if (has_max_ && !(detail::scaled(max_, shift, scale) >= threshold)) has_max_ = false;
   }
+  // Keeps candidates with (logit - max) * scale >= threshold, max the largest candidate logit (a cut
+  // relative to the maximum: min-p). A dense row whose maximum is not known yet is read once for both
+  // (compact_ge_running, then a compact_ge of the few kept), not a max pass and then a compaction.
+  // Returns false, keeping nothing, when the row has no candidates (max_logit()'s status).
+  bool keep_scaled_near_max(float scale, float threshold) noexcept {
+    settle();
+    if (live() && !has_max_ && ids_ == nullptr && scale > 0.0f &&
+        scale <= std::numeric_limits<float>::max()) {
+      float m = 0.0f;
+      const std::size_t kept = visit([&](const auto* x) {
+        return detail::compact_ge_running(x, n_, scale, threshold, ws_.vals.data(), ws_.ids.data(), &m);
+      });
+      if (m > -detail::inf() && m < detail::inf()) {  // else max_logit()'s rules for +inf and none
+        n_ = detail::compact_ge(ws_.vals.data(), ws_.ids.data(), kept, m, scale, threshold, ws_.vals.data(),
+                                ws_.ids.data());
+        adopt_workspace();
+        max_ = m;  // kept: (m - m) * scale = 0 >= threshold for any cut that keeps anything
+        has_max_ = detail::scaled(m, m, scale) >= threshold;
+        return true;
+      }
+    }
+    const float mx = max_logit();
+    if (!live()) return false;
+    keep_scaled_at_least(mx, scale, threshold);
+    return true;
+  }
   // Keeps candidates for which pred(logit, id) holds, in order (a scalar pass: for custom stages).
   // The maximum is recomputed when next read (one SIMD pass over the survivors): tracking it here
   // would add a compare to every candidate of this scalar loop, which costs more at 248k.

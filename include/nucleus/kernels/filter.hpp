@@ -7,6 +7,38 @@
 #include "nucleus/simd/targets.hpp"
 #else
 
+// Writes pack v's lanes set in bits (at index base of x) to vals_out / ids_out from out on; returns
+// the new end. Work per pack is the bits' test; per survivor, one write (or a compress per register).
+template <logit_type T>
+NUCLEUS_INLINE std::size_t write_kept(const T* x, const std::int32_t* ids, const fpack& v, std::uint64_t bits,
+                                      std::size_t base, float* vals_out, std::int32_t* ids_out,
+                                      std::size_t out) noexcept {
+  if constexpr (reg::has_compress) {
+    // Compress in registers, then one full store per register: its tail is overwritten by the
+    // next store (or lies in the slack) and never reaches past this pack, so in place stays safe.
+    using R = std::conditional_t<sizeof(T) != 0, reg, void>;  // dependent: only this target has it
+    for (std::size_t r = 0; r < regs; ++r) {
+      const auto k = static_cast<std::uint32_t>(bits >> (r * width)) & ((std::uint32_t{1} << width) - 1);
+      if (k) out += R::compress(k, v.r[r], ids, base + r * width, vals_out + out, ids_out + out);
+    }
+  } else if (bits == ~std::uint64_t{0} >> (64 - lanes)) {
+    // A pack kept whole (a cut that drops few): one store, the ids in a run. In place, the writes
+    // start at or before this pack and never pass its end, and the ids are read ahead of them.
+    store(vals_out + out, v);
+    for (std::size_t l = 0; l < lanes; ++l)
+      ids_out[out + l] = ids ? ids[base + l] : static_cast<std::int32_t>(base + l);
+    out += lanes;
+  } else {
+    for (; bits; bits &= bits - 1) {
+      const std::size_t i = base + static_cast<std::size_t>(std::countr_zero(bits));
+      vals_out[out] = to_float(x[i]);
+      ids_out[out] = ids ? ids[i] : static_cast<std::int32_t>(i);
+      ++out;
+    }
+  }
+  return out;
+}
+
 // Keeps x[i] with (x[i] - shift) * scale >= threshold (NaN never), writing their values and ids in
 // order. ids == nullptr means id = index. In place (vals_out == x, ids_out == ids) is allowed for
 // float rows. vals_out and ids_out need compact_slack entries of room past the last one kept.
@@ -20,31 +52,36 @@ std::size_t compact_ge(const T* x, const std::int32_t* ids, std::size_t n, float
     if (!any(keep)) return;  // most packs of a narrowing filter keep nothing: skip the readout
     std::uint64_t bits = mask_bits(keep);
     if (n - base < lanes) bits &= (std::uint64_t{1} << (n - base)) - 1;  // never the padding
-    if constexpr (reg::has_compress) {
-      // Compress in registers, then one full store per register: its tail is overwritten by the
-      // next store (or lies in the slack) and never reaches past this pack, so in place stays safe.
-      using R = std::conditional_t<sizeof(T) != 0, reg, void>;  // dependent: only this target has it
-      for (std::size_t r = 0; r < regs; ++r) {
-        const auto k = static_cast<std::uint32_t>(bits >> (r * width)) & ((std::uint32_t{1} << width) - 1);
-        if (k) out += R::compress(k, v.r[r], ids, base + r * width, vals_out + out, ids_out + out);
-      }
-    } else if (bits == ~std::uint64_t{0} >> (64 - lanes)) {
-      // A pack kept whole (a cut that drops few): one store, the ids in a run. In place, the writes
-      // start at or before this pack and never pass its end, and the ids are read ahead of them.
-      store(vals_out + out, v);
-      for (std::size_t l = 0; l < lanes; ++l)
-        ids_out[out + l] = ids ? ids[base + l] : static_cast<std::int32_t>(base + l);
-      out += lanes;
-    } else {
-      // Work per pack is one compare; per survivor, one write.
-      for (; bits; bits &= bits - 1) {
-        const std::size_t i = base + static_cast<std::size_t>(std::countr_zero(bits));
-        vals_out[out] = to_float(x[i]);
-        ids_out[out] = ids ? ids[i] : static_cast<std::int32_t>(i);
-        ++out;
-      }
-    }
+    out = write_kept(x, ids, v, bits, base, vals_out, ids_out, out);
   });
+  return out;
+}
+
+// compact_ge against the row's maximum, found in the same pass (a cut relative to the maximum, such
+// as min-p, on a row read once). Keeps x[i] with (x[i] - m) * scale >= threshold, m the largest
+// logit up to the end of i's pack (NaN never counts), ids = indices, and sets *max_out to the row's
+// maximum (-inf when it has none). With scale > 0, (x - m) * scale only falls as m grows, so what
+// passes against the row's maximum is kept here too: compact_ge of the kept against *max_out then
+// gives exactly compact_ge of the row against it, in the same order.
+template <logit_type T>
+std::size_t compact_ge_running(const T* x, std::size_t n, float scale, float threshold, float* vals_out,
+                               std::int32_t* ids_out, float* max_out) noexcept {
+  const fpack sc = splat(scale), th = splat(threshold);
+  float m = -inf();
+  fpack sh = splat(m);
+  std::size_t out = 0;
+  for_each_pack(x, n, -inf(), [&](const fpack& v, std::size_t base) NUCLEUS_LAMBDA_INLINE {
+    if (any(gt(v, sh))) {  // a new running maximum: rare once the row's top has been passed
+      m = std::max(m, lane_max(v));
+      sh = splat(m);
+    }
+    const mpack keep = ge(scaled(v, sh, sc), th);
+    if (!any(keep)) return;
+    std::uint64_t bits = mask_bits(keep);
+    if (n - base < lanes) bits &= (std::uint64_t{1} << (n - base)) - 1;  // never the padding
+    out = write_kept(x, static_cast<const std::int32_t*>(nullptr), v, bits, base, vals_out, ids_out, out);
+  });
+  *max_out = m;
   return out;
 }
 

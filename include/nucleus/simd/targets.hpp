@@ -130,6 +130,8 @@ struct kernel_table {
                              std::uint64_t*, std::size_t, wsum*, std::uint64_t*) noexcept;
   std::size_t (*cached_ring)(const T*, const float*, std::size_t, float, float, const ring_bounds&,
                              std::uint64_t*, std::size_t, wsum*, std::uint64_t*) noexcept;
+  std::size_t (*compact_ge_running)(const T*, std::size_t, float, float, float*, std::int32_t*,
+                                    float*) noexcept;
 };
 
 }  // namespace nucleus::detail
@@ -137,20 +139,20 @@ struct kernel_table {
 // NUCLEUS_TARGET_BODY(ns): the table of a target's kernels, compiled inside nucleus::detail::ns. It
 // is a function template, not a variable, so that NUCLEUS_EXTERN_KERNELS can keep its instantiation
 // (and with it every kernel of that target) out of a translation unit.
-#define NUCLEUS_TARGET_BODY(ns)                                                            \
-  namespace nucleus::detail::ns {                                                          \
-  template <logit_type T>                                                                  \
-  const kernel_table<T>& table() noexcept {                                                \
-    static constexpr kernel_table<T> t{                                                    \
-        &max_value<T>,      &argmax<T>,         &count_greater<T>,  &exp_sum<T>,           \
-        &exp_store<T>,      &pick<T>,           &compact_ge<T>,     &select_top_k<T>,      \
-        &collect_ties<T>,   &collect_bin<T>,    &masked_widen<T>,   &log_softmax_store<T>, \
-        &moment_sums<T>,    &mass_histogram<T>, &candidate_sums<T>, &candidate_squares<T>, \
-        &exp_sum_in<T>,     &pick_in<T>,        &exp_sum_store<T>,  &cached_sum_in<T>,     \
-        &cached_pick_in<T>, &cached_band<T>,    &cached_ring<T>};                          \
-    return t;                                                                              \
-  }                                                                                        \
-  NUCLEUS_KERNELS_EXTERN_DECLARATIONS                                                      \
+#define NUCLEUS_TARGET_BODY(ns)                                                              \
+  namespace nucleus::detail::ns {                                                            \
+  template <logit_type T>                                                                    \
+  const kernel_table<T>& table() noexcept {                                                  \
+    static constexpr kernel_table<T> t{                                                      \
+        &max_value<T>,      &argmax<T>,         &count_greater<T>,  &exp_sum<T>,             \
+        &exp_store<T>,      &pick<T>,           &compact_ge<T>,     &select_top_k<T>,        \
+        &collect_ties<T>,   &collect_bin<T>,    &masked_widen<T>,   &log_softmax_store<T>,   \
+        &moment_sums<T>,    &mass_histogram<T>, &candidate_sums<T>, &candidate_squares<T>,   \
+        &exp_sum_in<T>,     &pick_in<T>,        &exp_sum_store<T>,  &cached_sum_in<T>,       \
+        &cached_pick_in<T>, &cached_band<T>,    &cached_ring<T>,    &compact_ge_running<T>}; \
+    return t;                                                                                \
+  }                                                                                          \
+  NUCLEUS_KERNELS_EXTERN_DECLARATIONS                                                        \
   }
 
 // Compile time: every translation unit that samples compiles each target's kernels for each element
@@ -373,6 +375,11 @@ template <logit_type T>
 std::size_t compact_ge(const T* x, const std::int32_t* ids, std::size_t n, float shift, float scale,
                        float threshold, float* vals_out, std::int32_t* ids_out) noexcept {
   return kernels<T>().compact_ge(x, ids, n, shift, scale, threshold, vals_out, ids_out);
+}
+template <logit_type T>
+std::size_t compact_ge_running(const T* x, std::size_t n, float scale, float threshold, float* vals_out,
+                               std::int32_t* ids_out, float* max_out) noexcept {
+  return kernels<T>().compact_ge_running(x, n, scale, threshold, vals_out, ids_out, max_out);
 }
 template <logit_type T>
 std::size_t select_top_k(const T* x, const std::int32_t* ids, std::size_t n, std::size_t k,

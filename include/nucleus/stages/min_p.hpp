@@ -20,17 +20,19 @@ struct min_p_stage : stage<min_p_stage> {
 
   void apply(row_state& s) const {
     if (min_p <= 0.0f) return;
+    const float inv = s.inv_temperature(), threshold = std::log(min_p);
+    if (min_keep <= 1) {
+      s.keep_scaled_near_max(inv, threshold);  // one pass for the maximum and the cut where it can
+      return;
+    }
     const float mx = s.max_logit();
     if (!s.live()) return;
-    const float inv = s.inv_temperature(), threshold = std::log(min_p);
-    if (min_keep > 1) {
-      // The survivors are a prefix in rank order: they reach min_keep iff the min_keep-th is one of them.
-      const std::uint64_t floor_key = detail::min_keep_floor(s, min_keep);
-      if (floor_key == 0) return;
-      if (!(detail::scaled(detail::key_value(floor_key), mx, inv) >= threshold)) {
-        detail::keep_rank_floor(s, floor_key);
-        return;
-      }
+    // The survivors are a prefix in rank order: they reach min_keep iff the min_keep-th is one of them.
+    const std::uint64_t floor_key = detail::min_keep_floor(s, min_keep);
+    if (floor_key == 0) return;
+    if (!(detail::scaled(detail::key_value(floor_key), mx, inv) >= threshold)) {
+      detail::keep_rank_floor(s, floor_key);
+      return;
     }
     s.keep_scaled_at_least(mx, inv, threshold);
   }
