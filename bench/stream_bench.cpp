@@ -5,6 +5,7 @@
 //
 //   BM_stream_floor/<dtype>/B:<n>/<V>           the floor: one SIMD sum over the same walk (bf16 rows
 //                                               are summed from their bf16 bytes)
+//   BM_stream_floor_2t/<dtype>/B:<n>/<V>        the floor's rows split over thread_pool(2) (B > 1)
 //   BM_warm_row/<order>/<knobs>/<dtype>/<V>     the same sampler on a row in cache (the same 64
 //                                               rows in turn, each read untimed just before)
 //   BM_stream/<order>/<knobs>/<dtype>/B:<n>/threads:<t>/<V>
@@ -14,8 +15,8 @@
 // Counters (bench/stream_goals.py prints them against the goals): row_ns, the time per row;
 // stream_floors, row_ns over the floor's row_ns at the same dtype, B and V; vs_warm_row, row_ns over
 // the warm row's (the same order, knobs and dtype: the cost per logit against a row in cache); and on
-// threads:2, speedup_2t, one thread's row_ns over two threads'. A floor or warm row that the filter
-// left out is measured in-process before the first benchmark that needs it.
+// threads:2, speedup_2t, one thread's row_ns over two threads' (floor_speedup_2t on the floor's). A floor or
+// warm row that the filter left out is measured in-process before the first benchmark that needs it.
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -395,6 +396,29 @@ nc::thread_pool& pool2() {
   return pool;
 }
 
+// The floor on two threads: the batch's rows split over thread_pool(2), each summed by one thread
+// (wall time). floor_speedup_2t, one thread's floor over this, is what two threads can gain from the
+// memory system itself, the ceiling of BM_stream's speedup_2t on memory-bound chains.
+template <class T>
+void BM_stream_floor_2t(benchmark::State& state, std::size_t batch) {
+  const auto vocab = static_cast<std::size_t>(state.range(0));
+  const double one_thread = floor_ns<T>(batch, vocab);
+  fill_ring<T>(vocab);
+  std::array<float, max_batch> sums{};
+  double total = 0.0;
+  for (auto _ : state) {
+    const T* x = next_batch<T>(batch);
+    const double t0 = nb::now_ns();
+    pool2().bulk(batch, [&](std::size_t r, std::size_t) { sums[r] = stream_sum(x + r * vocab, vocab); });
+    benchmark::DoNotOptimize(sums.data());
+    total += nb::now_ns() - t0;
+  }
+  const double row_ns = total / static_cast<double>(state.iterations()) / static_cast<double>(batch);
+  state.counters["row_ns"] = row_ns;
+  state.counters["floor_speedup_2t"] = one_thread / row_ns;
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(batch * vocab * sizeof(T)));
+}
+
 template <class T, class Exec>
 void BM_stream(benchmark::State& state, nc::engine_order o, knobs k, std::size_t batch, Exec& ex) {
   const std::size_t threads = ex.concurrency();
@@ -469,6 +493,13 @@ void register_dtype(std::int64_t vocab) {
                                  [=](benchmark::State& s) { BM_stream_floor<T>(s, batch); })
         ->Arg(vocab)
         ->Unit(benchmark::kMicrosecond);
+  for (std::size_t batch : stream_batches)
+    if (batch > 1)
+      benchmark::RegisterBenchmark(("BM_stream_floor_2t/" + dt + "/B:" + std::to_string(batch)).c_str(),
+                                   [=](benchmark::State& s) { BM_stream_floor_2t<T>(s, batch); })
+          ->Arg(vocab)
+          ->Unit(benchmark::kMicrosecond)
+          ->UseRealTime();
   for (nc::engine_order o : all_orders)
     for (knobs k : all_knobs)
       benchmark::RegisterBenchmark(
@@ -506,7 +537,7 @@ void register_stream() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // 690 benchmarks: a short minimum time unless the command line sets one.
+  // 702 benchmarks: a short minimum time unless the command line sets one.
   std::vector<char*> args(argv, argv + argc);
   static char default_min_time[] = "--benchmark_min_time=0.05";
   if (std::none_of(args.begin(), args.end(),

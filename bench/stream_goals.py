@@ -11,6 +11,8 @@ One line per configuration (engine order, knobs, dtype, B, V), each ratio beside
           logit against a row in cache; goal <= 1.3 for top-k + top-p and top-p
   2t      one thread's time per row over two threads' (thread_pool(2)); goal >= 1.9 where B > 1 (a
           batch of one row runs on one thread)
+  floor 2t  the streaming floor's own two-thread speedup (BM_stream_floor_2t, same dtype, B, V): what
+          the memory system gives a second thread, the ceiling of 2t for a memory-bound chain
 Timings are never a failure: it prints MET or MISSED and exits 0 (1 only when the file holds no
 BM_stream results). With repetitions it reads the median aggregate.
 """
@@ -30,9 +32,11 @@ KNOBS = ["greedy", "topk_topp", "topp", "minp"]
 DTYPES = ["f32", "bf16"]
 
 
-def parse(data: dict) -> dict:
-    """stream[(order, knobs, dtype, B, V)][threads] -> the run's counters."""
+def parse(data: dict) -> "tuple[dict, dict]":
+    """(stream[(order, knobs, dtype, B, V)][threads] -> the run's counters,
+    floor_2t[(dtype, B, V)] -> the floor's two-thread speedup)."""
     stream: dict = {}
+    floor_2t: dict = {}
     for r in selected_runs(data):
         if "row_ns" not in r or r.get("error_occurred"):
             continue  # skipped (e.g. threaded cases under --nucleus_cpu_time)
@@ -41,12 +45,15 @@ def parse(data: dict) -> dict:
             continue
         family, vocab = split
         parts = family.split("/")
+        if parts[0] == "BM_stream_floor_2t" and len(parts) == 3 and "floor_speedup_2t" in r:
+            floor_2t[(parts[1], int(parts[2].split(":", 1)[1]), vocab)] = r["floor_speedup_2t"]
+            continue
         if parts[0] != "BM_stream" or len(parts) != 6:
             continue
         fields = dict(p.split(":", 1) for p in parts[4:])
         key = (parts[1], parts[2], parts[3], int(fields["B"]), vocab)
         stream.setdefault(key, {})[int(fields["threads"])] = r
-    return stream
+    return stream, floor_2t
 
 
 def judge(value, goal, at_most: bool, results: list) -> "tuple[str, str]":
@@ -74,7 +81,7 @@ def main() -> int:
         return 2
     with open(sys.argv[1]) as f:
         data = json.load(f)
-    stream = parse(data)
+    stream, floor_2t = parse(data)
     if not stream:
         print("no BM_stream results in this file (is it nucleus_stream_bench output?)", file=sys.stderr)
         return 1
@@ -86,9 +93,10 @@ def main() -> int:
     met_floors, met_warm, met_2t = [], [], []
     print(f"floors: time per row / streaming floor (1 thread), goal <= {STREAM_FLOORS} for "
           f"{', '.join(MEMORY_BOUND)}; warm: / the warm row (1 thread), goal <= {VS_WARM} for "
-          f"{', '.join(WARM_GOAL)}; 2t: two threads' speedup, goal >= {SPEEDUP_2T} where B > 1\n")
-    print("| V | order | knobs | dtype | B | floors | | warm | | 2t | |")
-    print("|---:|---|---|---|---:|---:|---|---:|---|---:|---|")
+          f"{', '.join(WARM_GOAL)}; 2t: two threads' speedup, goal >= {SPEEDUP_2T} where B > 1; "
+          f"floor 2t: the streaming floor's own two-thread speedup\n")
+    print("| V | order | knobs | dtype | B | floors | | warm | | 2t | | floor 2t |")
+    print("|---:|---|---|---|---:|---:|---|---:|---|---:|---|---:|")
     for key in sorted(stream, key=order_key):
         order, knobs, dtype, b, v = key
         runs = stream[key]
@@ -99,7 +107,9 @@ def main() -> int:
         f_cell = judge(floors, STREAM_FLOORS if knobs in MEMORY_BOUND else None, True, met_floors)
         w_cell = judge(warm, VS_WARM if knobs in WARM_GOAL else None, True, met_warm)
         s_cell = judge(speedup, SPEEDUP_2T if b > 1 else None, False, met_2t)
-        print(f"| {v:,} | {order} | {knobs} | {dtype} | {b} | " + " | ".join(f_cell + w_cell + s_cell) + " |")
+        f2t = floor_2t.get((dtype, b, v))
+        print(f"| {v:,} | {order} | {knobs} | {dtype} | {b} | " + " | ".join(f_cell + w_cell + s_cell) +
+              f" | {'' if f2t is None else f'{f2t:.2f}'} |")
 
     print("\nSpread over orders, B and V (min / median / max; 2t over B > 1):\n")
     print("| knobs | dtype | floors | warm | 2t |")
@@ -121,6 +131,10 @@ def main() -> int:
     print(summary(f"floors <= {STREAM_FLOORS} (memory-bound chains)", met_floors))
     print(summary(f"warm <= {VS_WARM} (top-k + top-p, top-p)", met_warm))
     print(summary(f"2t >= {SPEEDUP_2T} (B > 1)", met_2t))
+    for dtype in DTYPES:
+        xs = [x for (dt, _, _), x in floor_2t.items() if dt == dtype]
+        if xs:
+            print(f"the streaming floor's own two-thread speedup, {dtype} (min / median / max): {spread(xs)}")
 
     ctx = data.get("context", {})
     reps = max((r.get("repetitions", 1) for r in data["benchmarks"]), default=1)
