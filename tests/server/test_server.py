@@ -288,6 +288,27 @@ t.check("trickled headers: the server closes the connection", closed is not None
 t.check("trickled headers: within the request's time limit", took < READ_LIMIT + 2, f"{took:.1f} s")
 t.check("trickled headers: the server goes on", server.health()["status"] == "ok")
 
+# --- a new connection's first request may come after the keep-alive idle time (2 s) -----------------------
+# A connected client may wait for the CPU before it writes: the first request has the read timeout (5 s).
+# (Before, the idle rule closed such a connection at 2 s and its request was answered by a reset.)
+sock = socket.create_connection(("127.0.0.1", server.port))
+time.sleep(3.0)
+body = json.dumps({"prompt": "Hi", "max_tokens": 1}).encode()
+reply = b""
+try:
+    sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                 b"Connection: close\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    sock.settimeout(300)
+    while b"\r\n\r\n" not in reply:
+        chunk = sock.recv(4096)
+        if not chunk:
+            break
+        reply += chunk
+except OSError as e:  # reset, or a broken pipe
+    reply += repr(e).encode()
+sock.close()
+t.check("a first request 3 s after connecting is answered", reply.startswith(b"HTTP/1.1 200"), reply[:200])
+
 
 # --- 32 concurrent clients: each seeded output equals the same request alone --------------------------
 def spec(i):

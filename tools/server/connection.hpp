@@ -159,7 +159,8 @@ class guarded_server : public httplib::Server {
                          seconds(write_timeout_sec_) + microseconds(write_timeout_usec_));
     detail::current_client = sock;
     bool ok = false;
-    for (std::size_t left = keep_alive_max_count_; left > 0 && next_request(strm, sock); --left) {
+    for (std::size_t left = keep_alive_max_count_;
+         left > 0 && next_request(strm, sock, left == keep_alive_max_count_); --left) {
       strm.start_request(request_limit);
       bool closed = false;
       ok = process_request(strm, left == 1, closed, nullptr);
@@ -171,11 +172,17 @@ class guarded_server : public httplib::Server {
     return ok;
   }
 
-  // Waits for a request's first byte up to the keep-alive timeout; false when none comes, the
-  // client closed, or the server is stopping (looked at every 50 ms, as httplib does every 10).
-  bool next_request(const deadline_stream& strm, int sock) const {
+  // Waits for a request's first byte; false when none comes, the client closed, or the server is
+  // stopping (looked at every 50 ms, as httplib does every 10). Between requests the wait is the
+  // keep-alive timeout. A new connection's first request gets the read timeout if that is longer:
+  // a client that connects and then waits for the CPU before it writes (32 concurrent clients on a
+  // loaded machine did) must not find its connection closed by the idle rule, and its request
+  // answered by a reset.
+  bool next_request(const deadline_stream& strm, int sock, bool first) const {
     if (strm.has_buffered()) return true;  // a pipelined request
-    const auto until = deadline_stream::clock::now() + std::chrono::seconds(keep_alive_timeout_sec_);
+    const auto wait = first ? std::max(keep_alive_timeout_sec_, read_timeout_sec_ + (read_timeout_usec_ > 0))
+                            : keep_alive_timeout_sec_;
+    const auto until = deadline_stream::clock::now() + std::chrono::seconds(wait);
     while (svr_sock_ != INVALID_SOCKET) {
       if (detail::wait_for(sock, POLLIN, 50)) return true;  // data, or the end the parser will read
       if (deadline_stream::clock::now() >= until) return false;
