@@ -177,8 +177,8 @@ class row_state {
   // Keeps candidates with (logit - max) * scale >= threshold, max the largest candidate logit (a cut
   // relative to the maximum: min-p). A dense row whose maximum is not known yet is read once for both
   // (compact_ge_running, then a compact_ge of the few kept), not a max pass and then a compaction.
-  // Returns false, keeping nothing, when the row has no candidates (max_logit()'s status).
-  bool keep_scaled_near_max(float scale, float threshold) noexcept {
+  // A row without candidates takes max_logit()'s status and keeps nothing.
+  void keep_scaled_near_max(float scale, float threshold) noexcept {
     settle();
     if (live() && !has_max_ && ids_ == nullptr && scale > 0.0f &&
         scale <= std::numeric_limits<float>::max()) {
@@ -192,13 +192,11 @@ class row_state {
         adopt_workspace();
         max_ = m;  // kept: (m - m) * scale = 0 >= threshold for any cut that keeps anything
         has_max_ = detail::scaled(m, m, scale) >= threshold;
-        return true;
+        return;
       }
     }
     const float mx = max_logit();
-    if (!live()) return false;
-    keep_scaled_at_least(mx, scale, threshold);
-    return true;
+    if (live()) keep_scaled_at_least(mx, scale, threshold);
   }
   // Keeps candidates for which pred(logit, id) holds, in order (a scalar pass: for custom stages).
   // The maximum is recomputed when next read (one SIMD pass over the survivors): tracking it here
