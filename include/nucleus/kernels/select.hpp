@@ -11,9 +11,12 @@ inline constexpr std::size_t prime_span = 16384;
 // The k best of x by (value desc, id asc), written as rank keys to keys[0..k) in rank order.
 // keys must hold select_capacity(k) entries. NaN and -inf are never selected; returns the count
 // (< k when fewer candidates exist). ids == nullptr means id = index.
-// *ties_out (when given) is false only if no logit outside the result equals the k-th's value: the
-// threshold never settled on that value and no key of it was dropped, so every such logit got in.
-// True means there may be some (collect_ties finds them), which top_k's keep rule needs to know.
+// With ties_out (top_k's keep rule), the result also holds every candidate tied with the k-th that
+// the selection met, after the k best in rank order: the buffer keeps them through each shrink, and
+// the scan then admits logits equal to the k-th's value. *ties_out is then false, and the result is
+// the whole keep set, unless so many ties met the buffer (over half its free room after a shrink)
+// that it dropped some; then *ties_out is true, the result is exactly the k best, and collect_ties
+// finds the rest. (bf16 rows hold many ties: without this they took a second pass over the row.)
 template <logit_type T>
 std::size_t select_top_k(const T* x, const std::int32_t* ids, std::size_t n, std::size_t k,
                          std::uint64_t* keys, bool* ties_out) noexcept {
@@ -46,14 +49,29 @@ std::size_t select_top_k(const T* x, const std::int32_t* ids, std::size_t n, std
       threshold = std::nextafter(from_ordered(static_cast<std::uint32_t>(keys[k - 1])), -inf());
     }
   }
-  auto shrink = [&] {
+  // Whether the buffer keeps the k-th's ties (the keep rule, until too many of them fill it).
+  bool keep = ties_out != nullptr;
+  // Keeps the k best, and with `keep` their ties in [k, count): within the scan while they take at
+  // most half the room a shrink frees (the threshold then admits ties), at the end all of them.
+  // Otherwise exactly k, and later logits equal to the threshold are refused: ties may be lost.
+  auto shrink = [&](bool last) {
     std::nth_element(keys, keys + (k - 1), keys + count, std::greater<>{});
+    const float kv = key_value(keys[k - 1]);
+    if (keep) {
+      const std::uint64_t* tied =
+          std::partition(keys + k, keys + count, [&](std::uint64_t key) { return key_value(key) == kv; });
+      const auto kept = static_cast<std::size_t>(tied - keys);
+      if (last || kept - k <= (cap - k) / 2) {
+        count = kept;
+        threshold = std::nextafter(kv, -inf());
+        return;
+      }
+      keep = false;
+    }
     count = k;
-    threshold = key_value(keys[k - 1]);
+    threshold = kv;
+    if (ties_out) *ties_out = true;  // the keep rule gave up: a tie was dropped, more may be refused
   };
-  // Whether a shrink within the scan set the threshold: from then on, logits equal to it are refused
-  // (a tie left out when it is the k-th's value; a shrink only drops keys at or below it).
-  bool shrunk = false;
   // Strictly greater: a later logit equal to the k-th best has a larger id and loses the tie. That
   // needs ids ascending in scan order, which holds for every candidate set the library builds
   // except a top-k result, which is already in rank order.
@@ -66,23 +84,12 @@ std::size_t select_top_k(const T* x, const std::int32_t* ids, std::size_t n, std
       const float xi = to_float(x[i]);
       if (!(xi > threshold)) continue;  // the threshold rose within this pack
       keys[count++] = rank_key(xi, ids ? ids[i] : static_cast<std::int32_t>(i));
-      if (count == cap) {
-        shrink();
-        shrunk = true;
-      }
+      if (count == cap) shrink(false);
     }
   });
-  // (the threshold only rises, so the last shrink's is the one to compare with the k-th's value)
-  const float settled = shrunk ? threshold : -inf();
-  if (count > k) {
-    const std::size_t before = count;
-    shrink();
-    if (ties_out)  // a key the final shrink dropped, in [k, before), with the k-th's value
-      for (std::size_t j = k; j < before && !*ties_out; ++j) *ties_out = key_value(keys[j]) == threshold;
-  }
-  if (ties_out && shrunk) *ties_out = *ties_out || settled == key_value(keys[k - 1]);
-  if (count >= radix_sort_min)
-    radix_sort_desc(keys, count, keys + count);  // count <= k: keys[count, 2 count) is within the capacity
+  if (count > k) shrink(true);
+  if (count >= radix_sort_min && 2 * count <= cap)
+    radix_sort_desc(keys, count, keys + count);  // keys[count, 2 count) is scratch within the capacity
   else
     std::sort(keys, keys + count, std::greater<>{});
   return count;
