@@ -75,7 +75,7 @@ std::size_t select_top_k(const T* x, const std::int32_t* ids, std::size_t n, std
   // Strictly greater: a later logit equal to the k-th best has a larger id and loses the tie. That
   // needs ids ascending in scan order, which holds for every candidate set the library builds
   // except a top-k result, which is already in rank order.
-  for_each_pack(x, n, -inf(), [&](const fpack& v, std::size_t base) NUCLEUS_LAMBDA_INLINE {
+  auto scan = [&](const fpack& v, std::size_t base) NUCLEUS_LAMBDA_INLINE {
     const mpack above = gt(v, splat(threshold));
     if (!any(above)) return;  // the common case once the threshold has settled: no lane to read out
     for (std::uint64_t bits = mask_bits(above); bits; bits &= bits - 1) {
@@ -86,7 +86,20 @@ std::size_t select_top_k(const T* x, const std::int32_t* ids, std::size_t n, std
       keys[count++] = rank_key(xi, ids ? ids[i] : static_cast<std::int32_t>(i));
       if (count == cap) shrink(false);
     }
-  });
+  };
+  if constexpr (std::same_as<T, bf16>) {
+    // A bf16 pack is first tested as 16-bit integers against the threshold cut to bf16 (toward zero:
+    // at or below it while it is >= 0, where integer order is float order). Most packs stop there,
+    // without being widened to floats; the rest go through the float test, which is exact.
+    std::size_t i = 0;
+    for (; i + lanes <= n; i += lanes)
+      if (!(threshold >= 0.0f) ||
+          reg::any_gt_i16(x + i, static_cast<std::int16_t>(std::bit_cast<std::uint32_t>(threshold) >> 16)))
+        scan(load(x + i), i);
+    if (i < n) scan(load_partial(x + i, n - i, -inf()), i);
+  } else {
+    for_each_pack(x, n, -inf(), scan);
+  }
   if (count > k) shrink(true);
   if (count >= radix_sort_min && 2 * count <= cap)
     radix_sort_desc(keys, count, keys + count);  // keys[count, 2 count) is scratch within the capacity

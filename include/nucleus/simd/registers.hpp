@@ -12,6 +12,9 @@
 //   32-bit lanes, taken as unsigned, into them (a lane pair's two products into one lane;
 //   pack.hpp's lane_sum adds the lanes). The sums are exact while they stay below 2^64: the caller
 //   bounds them.
+// - any_gt_i16(p, t): whether any of the 64 bf16 at p (a pack's lanes), read as signed 16-bit
+//   integers, exceeds t. For t >= 0 that orders them as floats, so a test against a bf16 bound costs
+//   one integer compare per 16-bit lane instead of a widening and a float compare (select_top_k).
 // No include guard: included once per target. Included on its own, it brings in the dispatcher.
 
 #if !defined(NUCLEUS_TARGET_ISA)
@@ -42,6 +45,12 @@ struct reg {
   }
   NUCLEUS_INLINE static f load(const f16* p) {
     return _mm512_maskz_cvtph_ps(all, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  NUCLEUS_INLINE static bool any_gt_i16(const bf16* p, std::int16_t t) {
+    const __m512i tv = _mm512_set1_epi16(t);
+    const auto* q = reinterpret_cast<const __m512i*>(p);
+    return (_mm512_cmpgt_epi16_mask(_mm512_loadu_si512(q), tv) |
+            _mm512_cmpgt_epi16_mask(_mm512_loadu_si512(q + 1), tv)) != 0;
   }
   NUCLEUS_INLINE static void store(float* p, f v) { _mm512_storeu_ps(p, v); }
   NUCLEUS_INLINE static f splat(float x) { return _mm512_set1_ps(x); }
@@ -121,6 +130,16 @@ struct reg {
   }
   NUCLEUS_INLINE static f load(const f16* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  NUCLEUS_INLINE static bool any_gt_i16(const bf16* p, std::int16_t t) {
+    const __m256i tv = _mm256_set1_epi16(t);
+    const auto* q = reinterpret_cast<const __m256i*>(p);
+    const __m256i a = _mm256_or_si256(_mm256_cmpgt_epi16(_mm256_loadu_si256(q), tv),
+                                      _mm256_cmpgt_epi16(_mm256_loadu_si256(q + 1), tv));
+    const __m256i b = _mm256_or_si256(_mm256_cmpgt_epi16(_mm256_loadu_si256(q + 2), tv),
+                                      _mm256_cmpgt_epi16(_mm256_loadu_si256(q + 3), tv));
+    const __m256i c = _mm256_or_si256(a, b);
+    return !_mm256_testz_si256(c, c);
   }
   NUCLEUS_INLINE static void store(float* p, f v) { _mm256_storeu_ps(p, v); }
   NUCLEUS_INLINE static f splat(float x) { return _mm256_set1_ps(x); }
@@ -222,6 +241,13 @@ struct reg {
   }
   NUCLEUS_INLINE static f load(const f16* p) {  // no F16C: the exact scalar conversion
     return _mm_setr_ps(to_float(p[0]), to_float(p[1]), to_float(p[2]), to_float(p[3]));
+  }
+  NUCLEUS_INLINE static bool any_gt_i16(const bf16* p, std::int16_t t) {
+    const __m128i tv = _mm_set1_epi16(t);
+    const auto* q = reinterpret_cast<const __m128i*>(p);
+    __m128i acc = _mm_cmpgt_epi16(_mm_loadu_si128(q), tv);
+    for (int j = 1; j < 8; ++j) acc = _mm_or_si128(acc, _mm_cmpgt_epi16(_mm_loadu_si128(q + j), tv));
+    return _mm_movemask_epi8(acc) != 0;
   }
   NUCLEUS_INLINE static void store(float* p, f v) { _mm_storeu_ps(p, v); }
   NUCLEUS_INLINE static f splat(float x) { return _mm_set1_ps(x); }
@@ -325,6 +351,13 @@ struct reg {
   NUCLEUS_INLINE static f load(const f16* p) {  // exact, as every half converts to float
     return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const std::uint16_t*>(p))));
   }
+  NUCLEUS_INLINE static bool any_gt_i16(const bf16* p, std::int16_t t) {
+    const int16x8_t tv = vdupq_n_s16(t);
+    const auto* q = reinterpret_cast<const std::int16_t*>(p);
+    uint16x8_t acc = vcgtq_s16(vld1q_s16(q), tv);
+    for (int j = 1; j < 8; ++j) acc = vorrq_u16(acc, vcgtq_s16(vld1q_s16(q + 8 * j), tv));
+    return vmaxvq_u16(acc) != 0;
+  }
   NUCLEUS_INLINE static void store(float* p, f v) { vst1q_f32(p, v); }
   NUCLEUS_INLINE static f splat(float x) { return vdupq_n_f32(x); }
   NUCLEUS_INLINE static f add(f a, f b) { return vaddq_f32(a, b); }
@@ -405,6 +438,15 @@ struct reg {
   NUCLEUS_INLINE static f load(const f16* p) {  // exact: FCVT reads the low half of each 32-bit lane
     const svuint32_t h = svld1uh_u32(all(), reinterpret_cast<const std::uint16_t*>(p));
     return svcvt_f32_f16_x(all(), svreinterpret_f16_u32(h));
+  }
+  NUCLEUS_INLINE static bool any_gt_i16(const bf16* p, std::int16_t t) {
+    const svbool_t all16 = svptrue_b16();
+    const svint16_t tv = svdup_n_s16(t);
+    const auto* q = reinterpret_cast<const std::int16_t*>(p);
+    svbool_t acc = svcmpgt_s16(all16, svld1_s16(all16, q), tv);
+    for (int j = 1; j < 4; ++j)
+      acc = svorr_b_z(all16, acc, svcmpgt_s16(all16, svld1_s16(all16, q + 16 * j), tv));
+    return svptest_any(all16, acc);
   }
   NUCLEUS_INLINE static void store(float* p, f v) { svst1_f32(all(), p, v); }
   NUCLEUS_INLINE static f splat(float x) { return svdup_n_f32(x); }
@@ -492,6 +534,11 @@ struct reg {
   template <class T>
   NUCLEUS_INLINE static f load(const T* p) {
     return to_float(*p);
+  }
+  NUCLEUS_INLINE static bool any_gt_i16(const bf16* p, std::int16_t t) {
+    bool any = false;
+    for (int j = 0; j < 64; ++j) any = any || static_cast<std::int16_t>(p[j].bits) > t;
+    return any;
   }
   NUCLEUS_INLINE static void store(float* p, f v) { *p = v; }
   NUCLEUS_INLINE static f splat(float x) { return x; }
