@@ -412,6 +412,44 @@ TEST_CASE("every kernel on every target equals its definition: bf16 rows", "[ker
 TEST_CASE("every kernel on every target equals its definition: f16 rows", "[kernels]") {
   CHECK(run_all<nucleus::f16>() == 48 * runnable_isas().size());
 }
+// A row whose first 16,384 logits (all that select_top_k's priming reads) are low, then ascending
+// values 16 to a value: every later logit enters the buffer, which fills and shrinks again and again
+// within the scan, each time with 15 ties of the k-th to keep (the rows above never fill it so).
+template <class T>
+void check_keep_through_shrinks() {
+  isa_guard g;
+  const std::size_t n = 16384 + 3616;
+  std::vector<T> x(n);
+  for (std::size_t i = 0; i < n; ++i)
+    x[i] = from_float<T>(i < 16384 ? -10.0f - static_cast<float>(i % 128)
+                                   : static_cast<float>((i - 16384) / 16));
+  std::vector<std::uint64_t> all;
+  for (std::size_t i = 0; i < n; ++i) all.push_back(d::rank_key(at(x, i), static_cast<std::int32_t>(i)));
+  std::sort(all.rbegin(), all.rend());
+  for (std::size_t want_k : {std::size_t{5}, std::size_t{64}, std::size_t{300}}) {
+    REQUIRE(n - 16384 > d::select_capacity(want_k));  // the scan must shrink
+    std::size_t with_ties = want_k;
+    while (d::key_value(all[with_ties]) == d::key_value(all[want_k - 1])) ++with_ties;
+    for (isa t : runnable_isas()) {
+      INFO("target " << nucleus::isa_name(t) << ", k " << want_k);
+      REQUIRE(nucleus::set_isa(t));
+      std::vector<std::uint64_t> keys(d::select_capacity(want_k));
+      bool maybe_ties = true;
+      const std::size_t c =
+          d::kernels<T>().select_top_k(x.data(), nullptr, n, want_k, keys.data(), &maybe_ties);
+      CHECK(!maybe_ties);
+      CHECK((c == with_ties &&
+             std::equal(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(c), all.begin())));
+    }
+  }
+}
+
+TEST_CASE("select_top_k keeps the k-th's ties through the shrinks within its scan", "[kernels]") {
+  check_keep_through_shrinks<float>();
+  check_keep_through_shrinks<nucleus::bf16>();
+  check_keep_through_shrinks<nucleus::f16>();
+}
+
 TEST_CASE("mass_histogram's bins add past 64 bits over rows longer than its runs", "[kernels]") {
   isa_guard g;
   // 100,003 logits: most at the maximum (each weighs 2^48, together more than 2^64), a few spread.
