@@ -71,44 +71,35 @@ std::size_t compact_ge_running(const T* x, std::size_t n, float scale, float thr
   fpack sh = splat(m);
   std::size_t out = 0;
   // bf16 rows: a bf16 value `cut` >= 0, below m, that fails the test against m. (x - m) * scale only
-  // grows with x, so no logit at or below it is kept or a new maximum, and a pack whose 16-bit
-  // integers are all <= cut's (reg::any_gt_i16) is skipped without being widened to floats.
-  std::int16_t cut = 0;
-  bool skip_below_cut = false;
-  auto set_cut = [&] {
-    skip_below_cut = false;
+  // grows with x and falls as m grows, so no logit at or below it is kept or a new maximum, now or
+  // after m rises: it stays until a larger one is found.
+  std::int32_t cut = no_bound16;
+  auto raise_cut = [&] {
     const float c = m + threshold / scale;  // about the smallest logit kept
     if (!(c >= 0.0f && c < inf() && m < inf())) return;
     for (std::uint32_t b = std::bit_cast<std::uint32_t>(c) >> 16, steps = 0; steps < 4 && b > 0;
          --b, ++steps) {
       const float v = detail::bf16_bits_to_float(static_cast<std::uint16_t>(b));
       if (v < m && !(nucleus::detail::scaled(v, m, scale) >= threshold)) {
-        cut = static_cast<std::int16_t>(b);
-        skip_below_cut = true;
+        cut = std::max(cut, static_cast<std::int32_t>(b));
         return;
       }
     }
   };
-  auto body = [&](const fpack& v, std::size_t base) NUCLEUS_LAMBDA_INLINE {
-    if (any(gt(v, sh))) {  // a new running maximum: rare once the row's top has been passed
-      m = std::max(m, lane_max(v));
-      sh = splat(m);
-      if constexpr (std::same_as<T, bf16>) set_cut();
-    }
-    const mpack keep = ge(scaled(v, sh, sc), th);
-    if (!any(keep)) return;
-    std::uint64_t bits = mask_bits(keep);
-    if (n - base < lanes) bits &= (std::uint64_t{1} << (n - base)) - 1;  // never the padding
-    out = write_kept(x, static_cast<const std::int32_t*>(nullptr), v, bits, base, vals_out, ids_out, out);
-  };
-  if constexpr (std::same_as<T, bf16>) {
-    std::size_t i = 0;
-    for (; i + lanes <= n; i += lanes)
-      if (!skip_below_cut || reg::any_gt_i16(x + i, cut)) body(load(x + i), i);
-    if (i < n) body(load_partial(x + i, n - i, -inf()), i);
-  } else {
-    for_each_pack(x, n, -inf(), body);
-  }
+  for_each_pack_above(
+      x, n, [&] { return cut; },
+      [&](const fpack& v, std::size_t base) NUCLEUS_LAMBDA_INLINE {
+        if (any(gt(v, sh))) {  // a new running maximum: rare once the row's top has been passed
+          m = std::max(m, lane_max(v));
+          sh = splat(m);
+          if constexpr (std::same_as<T, bf16>) raise_cut();
+        }
+        const mpack keep = ge(scaled(v, sh, sc), th);
+        if (!any(keep)) return;
+        std::uint64_t bits = mask_bits(keep);
+        if (n - base < lanes) bits &= (std::uint64_t{1} << (n - base)) - 1;  // never the padding
+        out = write_kept(x, static_cast<const std::int32_t*>(nullptr), v, bits, base, vals_out, ids_out, out);
+      });
   *max_out = m;
   return out;
 }

@@ -17,6 +17,28 @@ NUCLEUS_INLINE void for_each_pack(const T* x, std::size_t n, float fill, F&& f) 
   if (i < n) f(load_partial(x + i, n - i, fill), i);
 }
 
+// No bound for for_each_pack_above: every pack is read.
+inline constexpr std::int32_t no_bound16 = std::numeric_limits<std::int32_t>::min();
+
+// for_each_pack (padding -inf) for scans that skip most packs. On bf16 rows, while bound() gives a
+// 16-bit integer b (not no_bound16), a pack whose values all read as signed 16-bit integers at or
+// below b is skipped without being widened (reg::any_gt_i16): the caller's b is a bf16 value >= 0 at
+// or below which no logit matters, and from 0 up integer order is float order. Other rows: every
+// pack. (A plain integer, not an optional: a 16-bit field kept in memory stalled every pack.)
+template <logit_type T, class B, class F>
+NUCLEUS_INLINE void for_each_pack_above(const T* x, std::size_t n, B&& bound, F&& f) {
+  if constexpr (std::same_as<T, bf16>) {
+    std::size_t i = 0;
+    for (; i + lanes <= n; i += lanes) {
+      const std::int32_t b = bound();
+      if (b == no_bound16 || reg::any_gt_i16(x + i, static_cast<std::int16_t>(b))) f(load(x + i), i);
+    }
+    if (i < n) f(load_partial(x + i, n - i, -inf()), i);
+  } else {
+    for_each_pack(x, n, -inf(), f);
+  }
+}
+
 NUCLEUS_INLINE float lane_max(const fpack& p) noexcept {
   const lane_array a = to_lanes(p);
   float m = -inf();

@@ -49,15 +49,14 @@ std::size_t select_top_k(const T* x, const std::int32_t* ids, std::size_t n, std
       threshold = std::nextafter(from_ordered(static_cast<std::uint32_t>(keys[k - 1])), -inf());
     }
   }
-  // Whether the buffer keeps the k-th's ties (the keep rule, until too many of them fill it).
-  bool keep = ties_out != nullptr;
-  // Keeps the k best, and with `keep` their ties in [k, count): within the scan while they take at
-  // most half the room a shrink frees (the threshold then admits ties), at the end all of them.
-  // Otherwise exactly k, and later logits equal to the threshold are refused: ties may be lost.
+  // Keeps the k best, and under the keep rule (until it gives up, *ties_out) their ties in
+  // [k, count): within the scan while they take at most half the room a shrink frees (the threshold
+  // then admits ties), at the end all of them. Otherwise exactly k, and later logits equal to the
+  // threshold are refused: ties may be lost.
   auto shrink = [&](bool last) {
     std::nth_element(keys, keys + (k - 1), keys + count, std::greater<>{});
     const float kv = key_value(keys[k - 1]);
-    if (keep) {
+    if (ties_out && !*ties_out) {
       const std::uint64_t* tied =
           std::partition(keys + k, keys + count, [&](std::uint64_t key) { return key_value(key) == kv; });
       const auto kept = static_cast<std::size_t>(tied - keys);
@@ -66,7 +65,6 @@ std::size_t select_top_k(const T* x, const std::int32_t* ids, std::size_t n, std
         threshold = std::nextafter(kv, -inf());
         return;
       }
-      keep = false;
     }
     count = k;
     threshold = kv;
@@ -87,19 +85,14 @@ std::size_t select_top_k(const T* x, const std::int32_t* ids, std::size_t n, std
       if (count == cap) shrink(false);
     }
   };
-  if constexpr (std::same_as<T, bf16>) {
-    // A bf16 pack is first tested as 16-bit integers against the threshold cut to bf16 (toward zero:
-    // at or below it while it is >= 0, where integer order is float order). Most packs stop there,
-    // without being widened to floats; the rest go through the float test, which is exact.
-    std::size_t i = 0;
-    for (; i + lanes <= n; i += lanes)
-      if (!(threshold >= 0.0f) ||
-          reg::any_gt_i16(x + i, static_cast<std::int16_t>(std::bit_cast<std::uint32_t>(threshold) >> 16)))
-        scan(load(x + i), i);
-    if (i < n) scan(load_partial(x + i, n - i, -inf()), i);
-  } else {
-    for_each_pack(x, n, -inf(), scan);
-  }
+  // bf16 rows: the threshold cut to bf16 (toward zero: at or below it while it is >= 0).
+  for_each_pack_above(
+      x, n,
+      [&]() -> std::int32_t {
+        return threshold >= 0.0f ? static_cast<std::int32_t>(std::bit_cast<std::uint32_t>(threshold) >> 16)
+                                 : no_bound16;
+      },
+      scan);
   if (count > k) shrink(true);
   if (count >= radix_sort_min && 2 * count <= cap)
     radix_sort_desc(keys, count, keys + count);  // keys[count, 2 count) is scratch within the capacity

@@ -32,8 +32,8 @@ struct top_k_stage : stage<top_k_stage> {
     // Keeping ties may need room for every candidate (k selected plus the tied rest).
     const std::size_t cap = detail::select_capacity(kk);
     std::uint64_t* keys = ws.keys.ensure(tie_rule == ties::keep && s.size() > cap ? s.size() : cap);
-    // The selection says whether a logit tied with the k-th may have been left out; most rows have
-    // none, and then keeping ties costs no second pass over the row.
+    // Under the keep rule the selection returns the k-th's ties too, unless so many came that it
+    // dropped some (maybe_ties, and exactly k returned): only then is the row read again for them.
     bool maybe_ties = false;
     bool* ties_out = tie_rule == ties::keep ? &maybe_ties : nullptr;
     const std::size_t n = s.visit([&](const auto* x) {
@@ -41,7 +41,7 @@ struct top_k_stage : stage<top_k_stage> {
     });
     std::size_t total = n;
     // (before anything is written: the candidates may live in the buffers written below)
-    if (maybe_ties && n == kk) total = n + append_ties(s, keys, n);
+    if (maybe_ties) total = n + append_ties(s, keys, n);
     float* v = ws.vals.data();
     std::int32_t* id = ws.ids.data();
     for (std::size_t i = 0; i < total; ++i) {
